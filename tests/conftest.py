@@ -1,0 +1,65 @@
+"""Shared fixtures: every test gets its own workspace folder and SQLite file (never a real workspace)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from sqlalchemy.orm import Session
+from typer.testing import CliRunner
+
+from judgekit import store
+
+DATA = Path(__file__).parent / "data"
+
+
+@pytest.fixture(autouse=True)
+def workspace(tmp_path, monkeypatch) -> Path:
+    """An empty workspace folder; JUDGEKIT_DB_URL points at a fresh SQLite file inside it."""
+    monkeypatch.setenv("JUDGEKIT_HOME", str(tmp_path))
+    monkeypatch.setenv("JUDGEKIT_DB_URL", f"sqlite:///{tmp_path / 'db' / 'judgekit.sqlite'}")
+    monkeypatch.chdir(tmp_path)
+    yield tmp_path
+    store.dispose_engines()
+
+
+@pytest.fixture
+def db_url() -> str:
+    return os.environ["JUDGEKIT_DB_URL"]
+
+
+@pytest.fixture
+def engine(db_url):
+    return store.engine_for(db_url)
+
+
+@pytest.fixture
+def session(engine):
+    with Session(engine) as s:
+        yield s
+
+
+class Cli:
+    """Runs `judgekit …` in-process through typer's runner; returns (exit code, stdout, stderr)."""
+
+    def __init__(self) -> None:
+        self.runner = CliRunner()
+
+    def __call__(self, *args: str):
+        from judgekit.cli import app
+
+        result = self.runner.invoke(app, [str(a) for a in args], catch_exceptions=False)
+        return result
+
+
+@pytest.fixture
+def cli() -> Cli:
+    return Cli()
+
+
+@pytest.fixture
+def base_workspace(cli):
+    """Dataset `base` (q-001..q-003) and rubric `support` (answers_question binary, safety 1–5 with K.O.)."""
+    assert cli("import-dataset", DATA / "good" / "dataset.jsonl", "--name", "base").exit_code == 0
+    assert cli("import-rubric", DATA / "good" / "rubric.yaml").exit_code == 0

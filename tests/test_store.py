@@ -1,0 +1,134 @@
+"""The store on a real SQLite file: migrations, connection settings, uniqueness rules."""
+
+from __future__ import annotations
+
+import pytest
+from sqlalchemy import inspect, insert, text
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from judgekit import store
+from judgekit.rubric import Criterion, KORule, Rubric
+
+TABLES = {"datasets", "examples", "rubrics", "criteria", "judges", "runs", "run_examples", "calls", "verdicts",
+          "annotators", "labels", "label_sets", "label_set_items"}
+
+
+def test_migrates_blank_database_and_second_init_is_noop(cli, tmp_path):
+    url = f"sqlite:///{tmp_path / 'blank.sqlite'}"
+    first = cli("init", "--db", url)
+    assert first.exit_code == 0 and first.stdout.startswith("migrated")
+    second = cli("init", "--db", url)
+    assert second.exit_code == 0 and second.stdout.startswith("up to date")
+    engine = store.engine_for(url)
+    assert TABLES <= set(inspect(engine).get_table_names())
+    assert store.current_revision(engine) == store.head_revision()
+
+
+def test_downgrade_to_base_and_upgrade_again(tmp_path):
+    from alembic import command
+
+    engine = store.make_engine(f"sqlite:///{tmp_path / 'd.sqlite'}")
+    assert store.upgrade(engine) is True
+    command.downgrade(store._alembic_config(engine), "base")
+    assert not (TABLES & set(inspect(engine).get_table_names()))
+    assert store.upgrade(engine) is True
+    assert TABLES <= set(inspect(engine).get_table_names())
+
+
+def test_first_use_migrates_automatically(db_url):
+    engine = store.engine_for(db_url)
+    assert store.current_revision(engine) == store.head_revision()
+
+
+def test_sqlite_connection_settings(engine):
+    with engine.connect() as conn:
+        assert conn.execute(text("PRAGMA journal_mode")).scalar() == "wal"
+        assert conn.execute(text("PRAGMA foreign_keys")).scalar() == 1
+        assert conn.execute(text("PRAGMA busy_timeout")).scalar() == 30000
+
+
+def _dataset(s: Session, name: str = "d", n: int = 3) -> store.Dataset:
+    return store.insert_dataset(s, name, [{"id": f"e{i}", "answer": f"a{i}"} for i in range(n)])
+
+
+def test_example_ids_unique_per_dataset(engine):
+    with Session(engine) as s, s.begin():
+        ds_id = _dataset(s).id
+        other = _dataset(s, "other")
+        assert len(store.example_ids(s, other.id)) == 3  # the same user ids in another dataset are fine
+    with pytest.raises(IntegrityError), Session(engine) as s, s.begin():
+        s.execute(insert(store.Example).values(dataset_id=ds_id, ext_id="e0", answer="dup", meta={}))
+
+
+def test_verdict_unique_per_run_example_criterion(engine):
+    with Session(engine) as s, s.begin():
+        ds = _dataset(s)
+        rubric = store.save_rubric(s, Rubric("r", (Criterion("c", "q?"),)))
+        judge = store.get_or_create_judge(s, kind="imported", name="f")
+        run = store.create_run(s, name="run", dataset=ds, rubric=rubric, judge=judge, harness={},
+                               example_ids=list(store.example_ids(s, ds.id).values()))
+        crit = store.criterion_rows(s, rubric.id)[0]
+        ex = store.run_example_ids(s, run.id)[0]
+        row = {"run_id": run.id, "example_id": ex, "criterion_id": crit.id, "value": 1, "red_flags": []}
+        store.insert_verdicts(s, [row])
+    with pytest.raises(IntegrityError), Session(engine) as s, s.begin():
+        store.insert_verdicts(s, [row])
+
+
+def test_foreign_keys_enforced(engine):
+    with pytest.raises(IntegrityError), Session(engine) as s, s.begin():
+        s.execute(insert(store.Example).values(dataset_id=999, ext_id="x", answer="a", meta={}))
+
+
+def test_label_unique_key_upserts(engine):
+    with Session(engine) as s, s.begin():
+        ds = _dataset(s)
+        ex = store.example_ids(s, ds.id)["e0"]
+        store.upsert_labels(s, [{"example_id": ex, "criterion": "c", "annotator": "ana", "value": 1}])
+        store.upsert_labels(s, [{"example_id": ex, "criterion": "c", "annotator": "ana", "value": 0, "note": "n"}])
+        store.upsert_labels(s, [{"example_id": ex, "criterion": "c", "annotator": "ben", "value": 1}])
+        rows = store.labels_for_dataset(s, ds.id)
+    assert [(r["annotator"], r["value"], r["note"]) for r in rows] == [("ana", 0, "n"), ("ben", 1, None)]
+
+
+def test_rubric_value_roundtrip(engine):
+    rubric = Rubric(
+        "r",
+        (Criterion("a", "A?"), Criterion("s", "S?", "scale", {i: f"level {i}" for i in range(1, 6)}, 4)),
+        KORule("s", 2),
+        "desc",
+    )
+    with Session(engine) as s, s.begin():
+        store.save_rubric(s, rubric)
+    with Session(engine) as s:
+        assert store.load_rubric(s, "r") == rubric
+        with pytest.raises(ValueError, match="already exists"):
+            store.save_rubric(s, rubric)
+
+
+def test_delete_run_removes_its_rows_only(engine):
+    with Session(engine) as s, s.begin():
+        ds = _dataset(s)
+        rubric = store.save_rubric(s, Rubric("r", (Criterion("c", "q?"),)))
+        judge = store.get_or_create_judge(s, kind="imported", name="f")
+        ids = list(store.example_ids(s, ds.id).values())
+        keep = store.create_run(s, name="keep", dataset=ds, rubric=rubric, judge=judge, harness={}, example_ids=ids)
+        drop = store.create_run(s, name="drop", dataset=ds, rubric=rubric, judge=judge, harness={}, example_ids=ids)
+        crit = store.criterion_rows(s, rubric.id)[0].id
+        store.insert_verdicts(s, [{"run_id": r.id, "example_id": e, "criterion_id": crit, "value": 1, "red_flags": []}
+                                  for r in (keep, drop) for e in ids])
+    with Session(engine) as s, s.begin():
+        store.delete_run(s, store.get_run(s, "drop"))
+    with Session(engine) as s:
+        counts = store.row_counts(s)
+        assert counts["runs"] == 1 and counts["verdicts"] == 3 and counts["run_examples"] == 3
+        with pytest.raises(store.NotFound):
+            store.get_run(s, "drop")
+
+
+def test_unknown_names_raise_not_found(session):
+    with pytest.raises(store.NotFound, match="no dataset named 'x'"):
+        store.get_dataset(session, "x")
+    with pytest.raises(store.NotFound, match="no rubric named 'x'"):
+        store.get_rubric_row(session, "x")
