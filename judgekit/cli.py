@@ -180,6 +180,161 @@ def list_cmd(db: DbOption = None) -> None:
                        f"{r['scored']}/{r['verdicts']} scored")
 
 
+# --------------------------------------------------------------------------- judging
+
+
+class _ProgressLine:
+    """A one-line progress bar on stderr for `run` and `resume`."""
+
+    def __init__(self, total: int) -> None:
+        self.total, self.last = total, 0.0
+
+    def __call__(self, p) -> None:
+        import time
+
+        now = time.monotonic()
+        if now - self.last < 0.2 and p.done_calls < p.total_calls:
+            return
+        self.last = now
+        width = 30
+        filled = int(width * p.fraction)
+        rate = p.done_calls / p.elapsed_s if p.elapsed_s > 0 else 0.0
+        sys.stderr.write(
+            f"\r[{'#' * filled}{'.' * (width - filled)}] {p.done_calls}/{p.total_calls} calls"
+            f"  {rate:5.1f}/s  failed {p.failed_calls}  unscored {p.unscored}  retries {p.retries}  "
+        )
+        sys.stderr.flush()
+        if p.done_calls >= p.total_calls:
+            sys.stderr.write("\n")
+
+
+def _execute(db: str | None, run_ref: str, concurrency: int, breaker: int) -> None:
+    from judgekit import runner
+
+    engine = store.engine_for(db)
+    pending = runner.count_pending(engine, run_ref)
+    summary = runner.run_sync(engine, run_ref, concurrency=concurrency, breaker=breaker,
+                              progress=_ProgressLine(pending) if pending else None)
+    _print_summary(summary)
+    if summary.status not in ("done",):
+        raise typer.Exit(1)
+
+
+def _print_summary(summary) -> None:
+    t = summary.totals
+    lines = [
+        f"run {summary.name} (#{summary.run_id}): {summary.status}" + (f" — {summary.message}" if summary.message
+                                                                       else ""),
+        f"  this session: {summary.calls_sent} calls sent, {summary.failed_calls} failed at the endpoint, "
+        f"{summary.unscored} verdicts unscored",
+        f"  run totals:   {t['calls']} calls, {t['retries']} retries, {t['failed_calls']} failed, "
+        f"{t['unscored']} unscored verdicts",
+        f"  tokens:       {t['prompt_tokens']} prompt ({t['cached_tokens']} cached), {t['completion_tokens']} "
+        f"completion",
+        f"  latency:      p50 {t['latency_p50']} s, p95 {t['latency_p95']} s",
+    ]
+    typer.echo("\n".join(lines))
+
+
+@command()
+def run(
+    dataset: Annotated[str, typer.Option("--dataset", help="Dataset to judge.")],
+    rubric: Annotated[str, typer.Option("--rubric", help="Rubric whose criteria the judge applies.")],
+    base_url: Annotated[str, typer.Option("--base-url", help="OpenAI-compatible endpoint, e.g. http://127.0.0.1:8765/v1")],
+    model: Annotated[str, typer.Option("--model", help="Model name at that endpoint.")],
+    harness: Annotated[str, typer.Option("--harness", help="single | split | grouped:a+b|c+d")] = "single",
+    order: Annotated[str, typer.Option(help="verdict_first | reasoning_first | verdict_only")] = "verdict_first",
+    shuffle: Annotated[bool, typer.Option("--shuffle", help="Per-example seeded criterion order.")] = False,
+    independence_note: Annotated[bool, typer.Option("--independence-note",
+                                                    help="Add seed 003's 'evaluate independently' sentence.")] = False,
+    structured: Annotated[str, typer.Option(help="auto | json_schema | json_object | prompt")] = "auto",
+    logprobs: Annotated[bool, typer.Option("--logprobs", help="Record P(pass) from token log-probabilities.")] = False,
+    prompt_variant: Annotated[str, typer.Option("--prompt-variant", help="Named prompt template.")] = "default",
+    layout: Annotated[str, typer.Option(help="shared_prefix (prefix-cache friendly) | criterion_first")] = "shared_prefix",
+    api_key_env: Annotated[str | None, typer.Option("--api-key-env",
+                                                    help="NAME of the environment variable holding the key.")] = None,
+    judge_kind: Annotated[str, typer.Option("--judge-kind", help="auto | openai | simulated | local")] = "auto",
+    concurrency: Annotated[int, typer.Option(min=1, max=256, help="Calls in flight at once.")] = 8,
+    limit: Annotated[int | None, typer.Option(min=1, help="Judge only the first N examples.")] = None,
+    sample: Annotated[int | None, typer.Option(min=1, help="Judge a seeded random sample of N examples.")] = None,
+    seed: Annotated[int, typer.Option(help="Seed for --sample and --shuffle.")] = 0,
+    name: Annotated[str | None, typer.Option("--name", help="Run name (default: derived, unique).")] = None,
+    timeout: Annotated[float, typer.Option(help="Per-call timeout in seconds.")] = 60.0,
+    max_tokens: Annotated[int, typer.Option("--max-tokens", help="Runaway guard per call.")] = 1024,
+    suppress_thinking: Annotated[bool, typer.Option("--suppress-thinking",
+                                                    help="Ask reasoning models not to think aloud.")] = False,
+    temperature: Annotated[float, typer.Option(help="Sampling temperature.")] = 0.0,
+    breaker: Annotated[int, typer.Option(help="Stop after N consecutive failed calls (0 = never).")] = 10,
+    db: DbOption = None,
+) -> None:
+    """Judge a dataset with one harness; every call and verdict is stored as it finishes."""
+    import os
+
+    from judgekit import runner
+    from judgekit.harness import parse_harness
+
+    if api_key_env and api_key_env not in os.environ:
+        raise UsageError(f"--api-key-env {api_key_env}: that environment variable is not set")
+    spec = parse_harness(harness, order=order, shuffle=shuffle, independence_note=independence_note,
+                         structured=structured, logprobs=logprobs, prompt_variant=prompt_variant, layout=layout,
+                         seed=seed)
+    if judge_kind not in ("auto", "openai", "simulated", "local"):
+        raise UsageError(f"--judge-kind must be auto, openai, simulated or local, not {judge_kind!r}")
+    kind = runner.detect_judge_kind(base_url) if judge_kind == "auto" else judge_kind
+    judge = runner.JudgeSpec(base_url=base_url, model=model, kind=kind, api_key_env=api_key_env,
+                             timeout_s=timeout, max_tokens=max_tokens, suppress_thinking=suppress_thinking,
+                             temperature=temperature)
+    with transaction(db) as s:
+        new = runner.create_run(s, dataset=dataset, rubric=rubric, harness=spec, judge=judge, limit=limit,
+                                sample=sample, seed=seed, name=name)
+        run_name = new.name
+    typer.echo(f"run {run_name}: {spec.label} on {dataset} × {rubric} with {model}"
+               + (" (simulated judge)" if kind == "simulated" else ""), err=True)
+    _execute(db, run_name, concurrency, breaker)
+
+
+@command()
+def resume(
+    run_ref: Annotated[str, typer.Argument(metavar="RUN", help="Run name or id.")],
+    concurrency: Annotated[int, typer.Option(min=1, max=256)] = 8,
+    breaker: Annotated[int, typer.Option(help="Stop after N consecutive failed calls (0 = never).")] = 10,
+    db: DbOption = None,
+) -> None:
+    """Send only the calls of a run that have no verdict yet (after a crash, cancel or failure)."""
+    _execute(db, run_ref, concurrency, breaker)
+
+
+@command("sim-judge")
+def sim_judge(
+    port: Annotated[int, typer.Option(help="Port to serve on.")] = 8765,
+    host: Annotated[str, typer.Option()] = "127.0.0.1",
+    conditioning: Annotated[float, typer.Option(help="G: pull of each field toward fields already emitted.")] = 1.5,
+    accuracy: Annotated[float, typer.Option(help="Per-criterion accuracy against the planted truth.")] = 0.9,
+    seed: Annotated[int, typer.Option()] = 0,
+    latency_ms: Annotated[float, typer.Option("--latency-ms", help="Added latency per reply.")] = 0.0,
+    db: DbOption = None,
+) -> None:
+    """Serve the SIMULATED judge (known, tunable conditioning) over an OpenAI-compatible API; truth from --db."""
+    from judgekit import config, simjudge
+
+    store.engine_for(db)
+    params = simjudge.SimParams(accuracy=accuracy, conditioning=conditioning, seed=seed, latency_ms=latency_ms)
+    simjudge.serve_forever(config.db_url(db), params, host, port)
+
+
+@command("local-judge")
+def local_judge(
+    port: Annotated[int, typer.Option(help="Port to serve on.")] = 8766,
+    host: Annotated[str, typer.Option()] = "127.0.0.1",
+    model_path: Annotated[Path | None, typer.Option("--model-path", help="A GGUF file (default: SmolLM2-135M).")] = None,
+    db: DbOption = None,
+) -> None:
+    """Serve the bundled local judge (llama.cpp + SmolLM2-135M): real mechanics, weak judging."""
+    from judgekit import localjudge
+
+    localjudge.serve_forever(model_path, host, port)
+
+
 @command("app")
 def app_cmd(
     port: Annotated[int, typer.Option(help="Port to serve on.")] = 8501,
@@ -200,6 +355,12 @@ def app_cmd(
            "--server.address", host, "--server.port", str(port), "--server.headless", "true",
            "--browser.gatherUsageStats", "false"]
     raise typer.Exit(subprocess.call(cmd, env=env))
+
+
+from judgekit.cli_report import export_report_cmd, report_app  # noqa: E402
+
+app.add_typer(report_app, name="report")
+app.command("export-report")(export_report_cmd)
 
 
 def main() -> None:  # pragma: no cover - console entry

@@ -639,13 +639,7 @@ def upsert_labels(s: Session, rows: Sequence[dict]) -> int:
         }
         for r in rows
     ]
-    dialect = s.get_bind().dialect.name
-    if dialect == "sqlite":
-        from sqlalchemy.dialects.sqlite import insert as dialect_insert
-    elif dialect == "postgresql":
-        from sqlalchemy.dialects.postgresql import insert as dialect_insert
-    else:  # pragma: no cover - other backends are not supported for labels
-        raise RuntimeError(f"labels need SQLite or PostgreSQL, not {dialect}")
+    dialect_insert = _dialect_insert(s)
     for chunk in _chunks(payload, 2000):
         stmt = dialect_insert(Label).values(list(chunk))
         stmt = stmt.on_conflict_do_update(
@@ -688,6 +682,26 @@ def annotators_for_dataset(s: Session, dataset_id: int) -> list[str]:
 def insert_verdicts(s: Session, rows: Sequence[dict]) -> None:
     for chunk in _chunks(list(rows), 5000):
         s.execute(insert(Verdict), chunk)
+
+
+def _dialect_insert(s: Session):
+    dialect = s.get_bind().dialect.name
+    if dialect == "sqlite":
+        from sqlalchemy.dialects.sqlite import insert as dialect_insert
+    elif dialect == "postgresql":
+        from sqlalchemy.dialects.postgresql import insert as dialect_insert
+    else:  # pragma: no cover - other backends are not supported
+        raise RuntimeError(f"judgekit supports SQLite and PostgreSQL, not {dialect}")
+    return dialect_insert
+
+
+def insert_call(s: Session, call: dict, verdicts: Sequence[dict]) -> int:
+    """Store one judge call and its verdicts; a verdict that already exists (resume) is kept as it was."""
+    call_id = s.execute(insert(Call).values(**call).returning(Call.id)).scalar_one()
+    if verdicts:
+        stmt = _dialect_insert(s)(Verdict).values([{**v, "call_id": call_id} for v in verdicts])
+        s.execute(stmt.on_conflict_do_nothing(index_elements=["run_id", "example_id", "criterion_id"]))
+    return call_id
 
 
 def row_counts(s: Session) -> dict[str, int]:
