@@ -1,0 +1,604 @@
+"""A minimal OpenAI-compatible HTTP server (pure asyncio) for tests, simulated judges and benchmarks.
+
+It speaks just enough of the Chat Completions API for the ``openai`` client: ``POST
+/v1/chat/completions`` and ``GET /v1/models`` over HTTP/1.1 keep-alive. What it answers is decided by
+a *handler*::
+
+    async def handler(request: dict) -> Reply      # or a plain function; request = the JSON body
+
+A :class:`Reply` carries either ``content`` (wrapped into a ``chat.completion``) or an HTTP ``status``
+with an ``error`` body, plus extra ``headers`` (``Retry-After``…), a ``delay_s`` before answering,
+``usage`` and ``logprobs``, and two fault actions: ``reset`` (close the socket without answering) and
+``truncate_body`` (announce the full ``Content-Length``, send half, close).
+
+Two ways to run it:
+
+* in-process, in a background thread: ``with ServerThread(handler) as srv: srv.base_url``;
+* as its own process: ``python -m judgekit.openai_server --port 8011 --latency-ms 20`` serves
+  :func:`echo_reply` — a valid verdict object for every criterion key in the request's
+  ``response_format`` schema — and prints ``listening on http://HOST:PORT/v1`` once ready.
+
+Requests are counted (:class:`ServerStats`, also by ``response_format`` type) so tests can assert on
+what a client actually sent.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import inspect
+import json
+import re
+import socket
+import struct
+import sys
+import threading
+import time
+from collections import Counter
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from judgekit.parse import TokenLogprob
+
+__all__ = [
+    "RecordedRequest",
+    "Reply",
+    "ServerStats",
+    "ServerThread",
+    "Usage",
+    "echo_reply",
+    "make_logprobs",
+    "serve",
+    "tokenize",
+]
+
+Handler = Callable[[dict], "Reply | Awaitable[Reply]"]
+
+_REASONS = {
+    200: "OK",
+    400: "Bad Request",
+    401: "Unauthorized",
+    404: "Not Found",
+    408: "Request Timeout",
+    413: "Payload Too Large",
+    422: "Unprocessable Entity",
+    429: "Too Many Requests",
+    500: "Internal Server Error",
+    502: "Bad Gateway",
+    503: "Service Unavailable",
+}
+_ERROR_TYPES = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    404: "not_found_error",
+    422: "invalid_request_error",
+    429: "rate_limit_error",
+}
+MAX_BODY = 32 * 1024 * 1024
+_TIMER_SLACK_S = 0.001
+
+
+@dataclass(frozen=True)
+class Usage:
+    prompt_tokens: int
+    completion_tokens: int
+    cached_tokens: int | None = None
+
+
+@dataclass
+class Reply:
+    """What the server does with one request.
+
+    ``content`` → a 200 ``chat.completion``. ``status`` ≥ 400 → an error response whose body is
+    ``error`` (a dict sent as-is, or a message string wrapped in OpenAI's ``{"error": {…}}`` shape).
+    ``usage`` defaults to a ~len/4 estimate. ``logprobs`` is a list of :class:`TokenLogprob`
+    (see :func:`make_logprobs`), emitted in OpenAI's ``choices[0].logprobs.content`` shape.
+    ``raw_body`` sends those bytes verbatim as the 200 body (a malformed envelope).
+    """
+
+    content: str | None = None
+    status: int = 200
+    error: dict | str | None = None
+    headers: Mapping[str, str] = field(default_factory=dict)
+    delay_s: float = 0.0
+    usage: Usage | None = None
+    logprobs: Sequence[TokenLogprob] | None = None
+    finish_reason: str = "stop"
+    reset: bool = False
+    truncate_body: bool = False
+    raw_body: bytes | None = None
+
+
+@dataclass(frozen=True)
+class RecordedRequest:
+    method: str
+    path: str
+    headers: dict[str, str]  # lower-cased names
+    body: dict | None
+
+
+@dataclass
+class ServerStats:
+    """Counters a test or benchmark can read (from any thread; plain ints under the GIL)."""
+
+    requests: int = 0
+    completions: int = 0
+    by_format: Counter = field(default_factory=Counter)  # response_format type, or "none"
+    by_status: Counter = field(default_factory=Counter)
+    connections: int = 0
+
+
+# ------------------------------------------------------------------------------------- tokens
+
+
+_TOKEN = re.compile(r"\s*[A-Za-z]+|\s*\d|\s*[^\sA-Za-z\d]|\s+")
+
+
+def tokenize(text: str) -> list[str]:
+    """A crude tokenisation whose pieces concatenate back to ``text`` exactly.
+
+    Words (with their leading whitespace) are one token, digits and punctuation one character each
+    — close enough to a BPE vocabulary for verdict positions (`` true``, ``4``) to be single tokens.
+    """
+    return _TOKEN.findall(text)
+
+
+def make_logprobs(
+    text: str, alternatives: Mapping[int, Sequence[tuple[str, float]]] | None = None
+) -> list[TokenLogprob]:
+    """Token log-probabilities for ``text``: every token certain (logprob 0) unless overridden.
+
+    ``alternatives`` maps a *character offset* in ``text`` to the top alternatives (token, logprob)
+    for the token covering that offset — e.g. ``{offset_of_verdict: [("true", log 0.8), ("false",
+    log 0.2)]}``. The chosen token's own logprob is taken from its entry in the list when present.
+    """
+    alternatives = alternatives or {}
+    out: list[TokenLogprob] = []
+    pos = 0
+    pending = sorted(alternatives.items())
+    k = 0
+    for tok in tokenize(text):
+        end = pos + len(tok)
+        top: tuple[tuple[str, float], ...] = ((tok, 0.0),)
+        logprob = 0.0
+        while k < len(pending) and pending[k][0] < end:
+            if pending[k][0] >= pos:
+                top = tuple(pending[k][1])
+                logprob = dict(top).get(tok, dict(top).get(tok.strip(), 0.0))
+            k += 1
+        out.append(TokenLogprob(tok, logprob, top))
+        pos = end
+    return out
+
+
+def _logprobs_json(items: Sequence[TokenLogprob]) -> dict:
+    def entry(token: str, logprob: float) -> dict:
+        return {"token": token, "logprob": logprob, "bytes": list(token.encode())}
+
+    return {
+        "content": [
+            {**entry(t.token, t.logprob), "top_logprobs": [entry(a, lp) for a, lp in t.top]} for t in items
+        ],
+        "refusal": None,
+    }
+
+
+# -------------------------------------------------------------------------------- echo handler
+
+
+def _schema_of(body: dict) -> dict | None:
+    fmt = body.get("response_format")
+    if not isinstance(fmt, dict):
+        return None
+    if fmt.get("type") == "json_schema":
+        inner = fmt.get("json_schema") or {}
+        return inner.get("schema") if isinstance(inner, dict) else None
+    schema = fmt.get("schema")
+    return schema if isinstance(schema, dict) else None
+
+
+def _echo_entry(prop: Any) -> Any:
+    if not isinstance(prop, dict):
+        return True
+    kind = prop.get("type")
+    if kind == "object":
+        sub = prop.get("properties") or {}
+        out = {}
+        for name, p in sub.items():
+            if name == "verdict":
+                out[name] = _echo_entry(p)
+            elif name == "red_flags":
+                out[name] = []
+            else:
+                out[name] = "Looks fine."
+        return out
+    if kind == "integer" or "enum" in prop and all(isinstance(v, int) for v in prop["enum"]):
+        return 4
+    return True
+
+
+def echo_reply(body: dict) -> Reply:
+    """A fixed valid reply: one verdict per criterion key in the request's ``response_format`` schema.
+
+    Binary properties answer ``true``, integer ones ``4``; object properties answer with their own
+    keys in schema order (so ``verdict_first``/``reasoning_first`` layouts are honoured). Without a
+    schema the reply is a bare ``{"verdict": true, "rationale": …}``.
+    """
+    schema = _schema_of(body)
+    props = (schema or {}).get("properties")
+    if isinstance(props, dict) and props:
+        obj = {key: _echo_entry(p) for key, p in props.items()}
+    else:
+        obj = {"verdict": True, "rationale": "Looks fine."}
+    return Reply(content=json.dumps(obj))
+
+
+# -------------------------------------------------------------------------------------- server
+
+
+def _estimate_tokens(text: str) -> int:
+    return max(1, len(text) // 4)
+
+
+def _prompt_text(body: dict) -> str:
+    parts = []
+    for m in body.get("messages") or ():
+        if isinstance(m, dict):
+            c = m.get("content")
+            parts.append(c if isinstance(c, str) else json.dumps(c))
+    return "".join(parts)
+
+
+class _Server:
+    """The asyncio side: one task per connection, requests served in order on each."""
+
+    def __init__(self, handler: Handler, *, record: bool, model: str, owned_by: str) -> None:
+        self.handler = handler
+        self.owned_by = owned_by
+        self.record = record
+        self.model = model
+        self.stats = ServerStats()
+        self.requests: list[RecordedRequest] = []
+        self._writers: set[asyncio.StreamWriter] = set()
+        self._counter = 0
+
+    async def connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.stats.connections += 1
+        self._writers.add(writer)
+        try:
+            while True:
+                try:
+                    head = await reader.readuntil(b"\r\n\r\n")
+                except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, ConnectionError):
+                    return
+                keep_going = await self._one(head, reader, writer)
+                if not keep_going:
+                    return
+        except (ConnectionError, asyncio.IncompleteReadError):
+            return
+        finally:
+            self._writers.discard(writer)
+            with contextlib.suppress(Exception):
+                writer.close()
+
+    async def _one(self, head: bytes, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bool:
+        arrived = asyncio.get_running_loop().time()
+        lines = head.decode("latin-1").split("\r\n")
+        try:
+            method, target, _version = lines[0].split(" ", 2)
+        except ValueError:
+            await self._send(writer, 400, {"error": {"message": "bad request line"}}, close=True)
+            return False
+        headers: dict[str, str] = {}
+        for line in lines[1:]:
+            if line:
+                name, _, value = line.partition(":")
+                headers[name.strip().lower()] = value.strip()
+        try:  # Content-Length bodies only: the openai client never sends chunked requests
+            length = int(headers.get("content-length") or 0)
+        except ValueError:
+            length = -1
+        if length < 0 or length > MAX_BODY:
+            await self._send(
+                writer, 413, {"error": {"message": "bad or too large content-length"}}, close=True
+            )
+            return False
+        raw = await reader.readexactly(length) if length else b""
+        close = headers.get("connection", "").lower() == "close"
+        path = target.split("?", 1)[0].rstrip("/")
+        self.stats.requests += 1
+
+        if method == "GET" and path.endswith("/models"):
+            models = {
+                "object": "list",
+                "data": [{"id": self.model, "object": "model", "owned_by": self.owned_by}],
+            }
+            await self._send(writer, 200, models, close=close)
+            return not close
+        if method != "POST" or not path.endswith("/chat/completions"):
+            await self._send(writer, 404, {"error": {"message": f"no route {method} {path}"}}, close=close)
+            return not close
+
+        try:
+            body = json.loads(raw) if raw else {}
+            if not isinstance(body, dict):
+                raise ValueError("body is not a JSON object")
+        except ValueError as exc:
+            await self._send(writer, 400, _error_body(400, f"invalid JSON body: {exc}"), close=close)
+            return not close
+        self.stats.completions += 1
+        fmt = body.get("response_format")
+        self.stats.by_format[fmt.get("type", "?") if isinstance(fmt, dict) else "none"] += 1
+        if self.record:
+            self.requests.append(RecordedRequest(method, path, headers, body))
+
+        try:
+            reply = self.handler(body)
+            if inspect.isawaitable(reply):
+                reply = await reply
+        except Exception as exc:  # a handler bug must surface as a 500, not a hung client
+            reply = Reply(status=500, error=f"handler error: {type(exc).__name__}: {exc}")
+        if reply.delay_s > 0:
+            # Latency counts from the request's arrival, not the handler's return. The selector
+            # rounds timer waits up to whole milliseconds and the kernel adds its own slack; aiming
+            # 1 ms early makes the measured single-request latency the nominal one (20 ms → ~20.0 ms).
+            remaining = arrived + reply.delay_s - asyncio.get_running_loop().time() - _TIMER_SLACK_S
+            if remaining > 0:
+                await asyncio.sleep(remaining)
+        self.stats.by_status[reply.status] += 1
+
+        if reply.reset:
+            _reset(writer)
+            return False
+        if reply.status >= 400:
+            err = reply.error if isinstance(reply.error, dict) else _error_body(reply.status, reply.error)
+            await self._send(writer, reply.status, err, headers=reply.headers, close=close)
+            return not close
+        if reply.raw_body is not None:
+            payload = reply.raw_body
+        else:
+            payload = json.dumps(self._completion(body, reply)).encode()
+        await self._send(
+            writer, reply.status, payload, headers=reply.headers, close=close, truncate=reply.truncate_body
+        )
+        return not (close or reply.truncate_body)
+
+    def _completion(self, body: dict, reply: Reply) -> dict:
+        self._counter += 1
+        content = reply.content or ""
+        if reply.usage is not None:
+            usage = reply.usage
+        else:
+            usage = Usage(_estimate_tokens(_prompt_text(body)), _estimate_tokens(content))
+        usage_json: dict[str, Any] = {
+            "prompt_tokens": usage.prompt_tokens,
+            "completion_tokens": usage.completion_tokens,
+            "total_tokens": usage.prompt_tokens + usage.completion_tokens,
+        }
+        if usage.cached_tokens is not None:
+            usage_json["prompt_tokens_details"] = {"cached_tokens": usage.cached_tokens}
+        return {
+            "id": f"chatcmpl-{self._counter}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": body.get("model") or self.model,
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": reply.content},
+                    "logprobs": _logprobs_json(reply.logprobs) if reply.logprobs is not None else None,
+                    "finish_reason": reply.finish_reason,
+                }
+            ],
+            "usage": usage_json,
+        }
+
+    async def _send(
+        self,
+        writer: asyncio.StreamWriter,
+        status: int,
+        payload: dict | bytes,
+        *,
+        headers: Mapping[str, str] | None = None,
+        close: bool = False,
+        truncate: bool = False,
+    ) -> None:
+        data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
+        extra = "".join(f"{k}: {v}\r\n" for k, v in (headers or {}).items())
+        head = (
+            f"HTTP/1.1 {status} {_REASONS.get(status, 'Status')}\r\n"
+            f"content-type: application/json\r\ncontent-length: {len(data)}\r\n"
+            f"{'connection: close' if close or truncate else 'connection: keep-alive'}\r\n{extra}\r\n"
+        ).encode("latin-1")
+        try:
+            if truncate:
+                writer.write(head + data[: len(data) // 2])
+                await writer.drain()
+                _reset(writer)
+                return
+            writer.write(head + data)
+            await writer.drain()
+        except ConnectionError:
+            pass
+
+    def close_connections(self) -> None:
+        for w in list(self._writers):
+            with contextlib.suppress(Exception):
+                w.close()
+
+
+def _error_body(status: int, message: str | None) -> dict:
+    return {
+        "error": {
+            "message": message or _REASONS.get(status, "error"),
+            "type": _ERROR_TYPES.get(status, "server_error"),
+            "code": status,
+        }
+    }
+
+
+def _reset(writer: asyncio.StreamWriter) -> None:
+    """Abort the connection with a TCP RST (SO_LINGER 0) rather than a clean FIN."""
+    sock = writer.get_extra_info("socket")
+    if sock is not None:
+        with contextlib.suppress(OSError):
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    transport = writer.transport
+    transport.abort()
+
+
+async def serve(
+    handler: Handler,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    *,
+    record: bool = False,
+    model: str = "judgekit-test",
+    owned_by: str = "judgekit",
+) -> tuple[asyncio.Server, _Server]:
+    """Start serving on the running loop; returns the asyncio server and the state (stats, requests).
+
+    ``model`` / ``owned_by`` are what ``GET /v1/models`` lists (a simulated judge names itself there).
+    """
+    state = _Server(handler, record=record, model=model, owned_by=owned_by)
+    server = await asyncio.start_server(state.connection, host, port, backlog=1024)
+    return server, state
+
+
+class ServerThread:
+    """Run the server on its own event loop in a daemon thread.
+
+    ``with ServerThread(handler) as srv:`` — ``srv.base_url`` is ``http://127.0.0.1:PORT/v1``;
+    ``srv.stats`` counts requests; ``srv.requests`` holds :class:`RecordedRequest` when
+    ``record=True``.
+    """
+
+    def __init__(
+        self,
+        handler: Handler,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        *,
+        record: bool = False,
+        model: str = "judgekit-test",
+        owned_by: str = "judgekit",
+    ) -> None:
+        self._handler = handler
+        self._owned_by = owned_by
+        self.host = host
+        self.port = port
+        self._record = record
+        self._model = model
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._server: asyncio.Server | None = None
+        self._state: _Server | None = None
+        self._thread: threading.Thread | None = None
+        self._ready = threading.Event()
+        self._error: BaseException | None = None
+
+    @property
+    def base_url(self) -> str:
+        return f"http://{self.host}:{self.port}/v1"
+
+    @property
+    def stats(self) -> ServerStats:
+        assert self._state is not None, "server not started"
+        return self._state.stats
+
+    @property
+    def requests(self) -> list[RecordedRequest]:
+        assert self._state is not None, "server not started"
+        return self._state.requests
+
+    def start(self) -> ServerThread:
+        self._thread = threading.Thread(target=self._run, name="openai-server", daemon=True)
+        self._thread.start()
+        self._ready.wait(10)
+        if self._error is not None:
+            raise RuntimeError(f"server failed to start: {self._error}") from self._error
+        return self
+
+    def _run(self) -> None:
+        loop = asyncio.new_event_loop()
+        self._loop = loop
+        asyncio.set_event_loop(loop)
+        try:
+            self._server, self._state = loop.run_until_complete(
+                serve(
+                    self._handler,
+                    self.host,
+                    self.port,
+                    record=self._record,
+                    model=self._model,
+                    owned_by=self._owned_by,
+                )
+            )
+            self.port = self._server.sockets[0].getsockname()[1]
+        except BaseException as exc:  # report to the starting thread
+            self._error = exc
+            self._ready.set()
+            loop.close()
+            return
+        self._ready.set()
+        try:
+            loop.run_forever()
+        finally:
+            self._server.close()
+            if self._state is not None:
+                self._state.close_connections()
+            with contextlib.suppress(Exception):
+                loop.run_until_complete(asyncio.wait_for(self._server.wait_closed(), 1.0))
+            pending = [t for t in asyncio.all_tasks(loop) if not t.done()]
+            for t in pending:
+                t.cancel()
+            if pending:
+                loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+            loop.close()
+
+    def stop(self) -> None:
+        if self._loop is not None and self._thread is not None and self._thread.is_alive():
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(5)
+
+    def __enter__(self) -> ServerThread:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def _latency_handler(latency_s: float) -> Handler:
+    async def handler(body: dict) -> Reply:
+        reply = echo_reply(body)
+        reply.delay_s = latency_s
+        return reply
+
+    return handler
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(
+        prog="python -m judgekit.openai_server",
+        description="Serve a fixed valid judge reply over an OpenAI-compatible API (for benchmarks).",
+    )
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=0, help="0 picks a free port (printed on start)")
+    parser.add_argument("--latency-ms", type=float, default=0.0, help="delay before every reply")
+    args = parser.parse_args(argv)
+
+    async def run() -> None:
+        server, _ = await serve(_latency_handler(args.latency_ms / 1000.0), args.host, args.port)
+        port = server.sockets[0].getsockname()[1]
+        print(f"listening on http://{args.host}:{port}/v1", flush=True)
+        async with server:
+            await server.serve_forever()
+
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(run())
+    sys.exit(0)
+
+
+if __name__ == "__main__":
+    main()
