@@ -1,0 +1,104 @@
+"""Background runs: execute a run in a worker thread so the page (or session) that started it can go.
+
+The dashboard's Run page starts runs here; leaving the page does not stop them, because the worker
+thread belongs to the Streamlit server process, not to a page script. Progress lives in the store
+(verdicts and calls are written as they finish), so any page — or another process — can show it;
+the registry adds the live counters and a cancel switch for the runs this process started.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from judgekit import runner, store
+
+
+@dataclass
+class Job:
+    run_name: str
+    db_url: str
+    concurrency: int
+    cancel: threading.Event = field(default_factory=threading.Event)
+    progress: runner.Progress | None = None
+    summary: runner.RunSummary | None = None
+    error: str | None = None
+    thread: threading.Thread | None = None
+
+    @property
+    def alive(self) -> bool:
+        return self.thread is not None and self.thread.is_alive()
+
+
+_jobs: dict[tuple[str, str], Job] = {}
+_lock = threading.Lock()
+
+
+def start(db_url: str, run_name: str, *, concurrency: int = 8, breaker: int = 10) -> Job:
+    """Execute (or resume) a run in a daemon thread; a run already executing here is not started twice."""
+    with _lock:
+        existing = _jobs.get((db_url, run_name))
+        if existing is not None and existing.alive:
+            return existing
+        job = Job(run_name=run_name, db_url=db_url, concurrency=concurrency)
+
+        def target() -> None:
+            try:
+                job.summary = runner.run_sync(
+                    store.engine_for(db_url), run_name, concurrency=concurrency, breaker=breaker,
+                    cancel=job.cancel, progress=lambda p: setattr(job, "progress", p),
+                )
+            except Exception as exc:  # shown on the page; the run row keeps its last status
+                job.error = f"{type(exc).__name__}: {exc}"
+
+        job.thread = threading.Thread(target=target, name=f"judgekit-run-{run_name}", daemon=True)
+        _jobs[(db_url, run_name)] = job
+        job.thread.start()
+        return job
+
+
+def get(db_url: str, run_name: str) -> Job | None:
+    return _jobs.get((db_url, run_name))
+
+
+def active(db_url: str) -> list[Job]:
+    return [j for (url, _), j in list(_jobs.items()) if url == db_url and j.alive]
+
+
+def cancel(db_url: str, run_name: str) -> bool:
+    job = _jobs.get((db_url, run_name))
+    if job is None or not job.alive:
+        return False
+    job.cancel.set()
+    return True
+
+
+@dataclass(frozen=True)
+class StoredProgress:
+    """How far a run is, read from the store (works for runs executing in any process)."""
+
+    expected: int
+    verdicts: int
+    scored: int
+    calls: int
+    failed_calls: int
+
+    @property
+    def fraction(self) -> float:
+        return 1.0 if self.expected == 0 else min(1.0, self.verdicts / self.expected)
+
+
+def stored_progress(s: Session, run: store.Run) -> StoredProgress:
+    n_examples = s.scalar(select(func.count()).select_from(store.RunExample).where(store.RunExample.run_id == run.id))
+    n_criteria = s.scalar(select(func.count()).select_from(store.CriterionRow)
+                          .where(store.CriterionRow.rubric_id == run.rubric_id))
+    verdicts, scored = s.execute(
+        select(func.count(), func.count(store.Verdict.value)).where(store.Verdict.run_id == run.id)
+    ).one()
+    calls, failed = s.execute(
+        select(func.count(), func.count().filter(store.Call.status != "ok")).where(store.Call.run_id == run.id)
+    ).one()
+    return StoredProgress((n_examples or 0) * (n_criteria or 0), verdicts, scored, calls, failed or 0)

@@ -1,0 +1,633 @@
+"""The simulated judge: an OpenAI-compatible server whose verdicts follow a stated statistical model.
+
+**This is a simulation, not a language model.** It exists so the pipeline can be checked against a
+*known, injected* effect (seed 003: one multi-criterion call makes correlated verdicts) and for
+deterministic tests. Every view names it as simulated: its ``/v1/models`` entry is the model
+``judgekit-sim`` owned by ``judgekit-simulated`` (:data:`SIM_MODEL`, :data:`SIM_OWNER`).
+
+Where it sits: a runner (or a test) sends prompts built by :mod:`judgekit.prompts` to it; it reads
+each request back with :func:`judgekit.prompts.parse_judge_request`, decides every asked field with
+the model below, writes the reply with :func:`judgekit.prompts.render_reply`, and serves it through
+:mod:`judgekit.openai_server` (``judgekit sim-judge`` → :func:`serve_forever`; tests, the Run page
+and ``make demo`` → :func:`start_in_thread`).
+
+The model (every number is a :class:`SimParams` field or a constant at the top of this module)
+------------------------------------------------------------------------------------------------
+
+*Truth.* The request's (question, answer), whitespace-stripped, is looked up in an index of every
+example in the database (keyed by a sha256 of the two texts) that has labels from the annotator
+``reference`` — the demo's planted truth, keyed by criterion *key*. The index is loaded at start and
+reloaded on a miss at most every ``reload_interval_s`` seconds, so examples imported later are found.
+A criterion with no reference label gets a **pseudo-truth** from ``sha256(seed, answer, criterion)``:
+binary pass with probability ``pseudo_pass`` (0.7); scale 1–5 drawn from :data:`PSEUDO_SCALE`
+(skewed high).
+
+*Shared impression.* ``z ~ N(0, 1)`` from ``sha256(seed, answer)``: one value per answer, shared by
+every call on that answer whatever the harness (so it correlates verdicts under split calls too).
+
+*Per-field noise.* ``u ~ U(0, 1)`` from ``sha256(seed, answer, criterion)`` — *not* from the call's
+composition, so a single call and the split calls of one answer differ only through conditioning.
+
+*Conditioning.* Fields are decided in emission order (the order the request lists them). Each
+already-emitted field ``j`` has a lean ``ℓ_j``: ``2·v_j − 1`` for a binary verdict, ``(s_j − 3)/2``
+for a 1–5 score. Field ``k`` is pushed by ``push_k = w·z + G'·mean_{j<k} ℓ_j`` (no lean term for the
+first field of a call, hence none in a split call), where ``G' = G`` or ``G·note_factor`` (0.92)
+when the request carries the independence sentence — seed 003's placebo, which moved phi only
+0.62 → 0.57.
+
+* Binary: ``logit_k = ±logit(a) + push_k`` (``+`` when the truth passes), ``P(true) = sigmoid(logit_k)``,
+  ``v_k = 1`` iff ``u_k < P(true)``. ``a`` is the accuracy at an average impression (``z = 0``); over
+  ``z`` the marginal accuracy is a little lower (≈ 0.89 for a = 0.9, w = 0.5).
+* Scale: the score is a discretised normal, ``N(t + scale_push·push_k, σ²)`` rounded and clamped to
+  1–5, drawn by inverting its CDF at ``u_k``; ``σ = 0.5 / Φ⁻¹((1 + a)/2)`` so that with no push the
+  exact truth comes back with probability ``a``.
+
+With ``G = 0`` a single call and the split calls of an answer produce identical verdicts.
+
+*Log-probabilities.* When a request asks for ``logprobs``, each verdict token carries its
+alternatives: ``true``/``false`` with ``log P(true)``/``log P(false)``, or the five digits with the
+score distribution — so :func:`judgekit.parse.p_pass_from_logprobs` recovers ``sigmoid(logit_k)``.
+
+*Rationales* (unless the order is ``verdict_only``) depend on the prompt variant
+(``default``/``hardened``, seed 002) with the rates of :data:`RATIONALE_RATES`. Each property is
+drawn from its own hash of (seed, answer, criterion, property), compared with the variant's rate, so
+a property the default prompt shows is also shown by the hardened one.
+
+* default: one short sentence, often only a pointer ("see the answer");
+* hardened: three or four sentences.
+* ``cites_evidence``: quotes a verbatim phrase of the answer in double quotes;
+* ``justifies_level``: contrasts the level with its neighbours (marker: "rather than");
+* ``names_fix``: for a score < 5 (binary: a fail) names a concrete change (marker: "Fix:").
+
+*Red flags* (scale criteria only — only their entries have ``red_flags``):
+
+* Safety. The answer has a safety-relevant problem when the truth of the K.O. dimension (the
+  criterion marked "⛔ K.O. dimension · floor F" in the request) is ≤ F, or a reference label of a
+  fabrication-type binary criterion (key matching :data:`FABRICATION_KEY`) fails. Then, if the K.O.
+  dimension is asked, its entry carries a flag such as ``invented fact: "…"`` with probability
+  :data:`SAFETY_FLAG_RATE`. *Safety reconciliation*: with probability :data:`RECONCILE_MISS`
+  (default 0.5, hardened 0.1) the flag is raised but the K.O. score stays above the floor — the
+  contradictory verdict of seed 002 — otherwise the score is at or below the floor. Either way the
+  score is drawn from the model's score distribution restricted to the allowed range (same ``u``).
+* Format. A clarity-type dimension (key or question matching :data:`CLARITY_TYPE`), never the K.O.
+  dimension, whose score is ≤ 3 carries "rambling structure" or "too terse" with probability
+  :data:`FORMAT_FLAG_RATE`. Format flags are decided after the score and never change any score.
+
+*Usage.* ``prompt_tokens`` = characters of the messages / 4; ``completion_tokens`` = characters of the
+reply / 4; ``cached_tokens`` = the prefix shared with the previous request served (globally), in
+tokens, rounded down to blocks of ``cache_block`` (16) — so the ``shared_prefix`` layout visibly
+caches between the split calls of one example. The system prompt is part of that prefix in every
+layout, so ``criterion_first`` still caches the system text (and nothing after it). Optional latency:
+``latency_ms + ms_per_uncached_token · (prompt_tokens − cached_tokens)``.
+
+*Requests that are not judgekit's layout* (``parse_judge_request`` → ``None``) get a 200 with ``{}``:
+a client then records every criterion as unscored ("missing from reply"). A 400 would look like a
+``response_format`` rejection to the client's ``auto`` ladder and downgrade the endpoint's mode.
+``stream=true`` gets a 400 (not supported).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import json
+import math
+import re
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from os.path import commonprefix
+from statistics import NormalDist
+
+from sqlalchemy import select
+from sqlalchemy.engine import Engine
+from sqlalchemy.orm import Session
+
+from judgekit import store
+from judgekit.openai_server import Reply, ServerThread, Usage, make_logprobs, serve
+from judgekit.prompts import JudgeRequest, parse_judge_request, render_reply
+
+__all__ = [
+    "FORMAT_FLAGS",
+    "RATIONALE_RATES",
+    "RECONCILE_MISS",
+    "SAFETY_FLAG_KINDS",
+    "SIM_MODEL",
+    "SIM_OWNER",
+    "FieldDecision",
+    "SimJudge",
+    "SimParams",
+    "is_safety_flag",
+    "serve_forever",
+    "start_in_thread",
+]
+
+SIM_MODEL = "judgekit-sim"
+SIM_OWNER = "judgekit-simulated"
+REFERENCE_ANNOTATOR = "reference"
+
+# Rationale properties by prompt variant: P(property shown) per rationale (seed 002's A/B re-judge).
+RATIONALE_RATES: dict[str, dict[str, float]] = {
+    "default": {"cites_evidence": 0.30, "justifies_level": 0.60, "names_fix": 0.40},
+    "hardened": {"cites_evidence": 0.85, "justifies_level": 0.95, "names_fix": 0.90},
+}
+# P(a safety flag is raised but the K.O. score stays above its floor) — the contradiction.
+RECONCILE_MISS: dict[str, float] = {"default": 0.5, "hardened": 0.1}
+SAFETY_FLAG_RATE = 0.9  # P(flag | safety-relevant problem), both variants
+FORMAT_FLAG_RATE = 0.5  # P(format flag | clarity-type dimension scored ≤ 3)
+HARDENED_LOCUS_RATE = 0.5  # P(a fourth, locus sentence) in hardened rationales
+PSEUDO_SCALE = (0.05, 0.10, 0.20, 0.35, 0.30)  # pseudo-truth distribution of scores 1..5
+
+SAFETY_FLAG_KINDS = ("invented fact", "unsafe advice", "missing warning")
+FORMAT_FLAGS = ("rambling structure", "too terse")
+FABRICATION_KEY = re.compile(r"fabricat|invent|hallucin|made_up", re.IGNORECASE)
+CLARITY_TYPE = re.compile(r"clar|format|struct|concis|style|tone|readab|brev|terse", re.IGNORECASE)
+FIXES = (
+    "quote the passage the answer relies on",
+    "answer the question in the first sentence",
+    "remove the claim the context does not support",
+    "add the warning the situation calls for",
+    "state the missing step explicitly",
+    "cut the repetition and keep one clear paragraph",
+)
+
+_STD = NormalDist()
+
+
+@dataclass(frozen=True)
+class SimParams:
+    """The simulated judge's parameters (see the module docstring for what each one does)."""
+
+    accuracy: float = 0.9  # a
+    impression: float = 0.5  # w
+    conditioning: float = 1.5  # G
+    seed: int = 0
+    latency_ms: float = 0.0
+    ms_per_uncached_token: float = 0.0
+    note_factor: float = 0.92  # G multiplier when the request carries the independence sentence
+    pseudo_pass: float = 0.7
+    scale_push: float = 0.5  # score points per logit unit of push
+    cache_block: int = 16
+    reload_interval_s: float = 2.0
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.accuracy <= 1.0:
+            raise ValueError(f"accuracy must be within 0..1, not {self.accuracy}")
+        if not 0.0 <= self.pseudo_pass <= 1.0:
+            raise ValueError(f"pseudo_pass must be within 0..1, not {self.pseudo_pass}")
+        if self.latency_ms < 0 or self.ms_per_uncached_token < 0:
+            raise ValueError("latency must not be negative")
+        if self.cache_block < 1:
+            raise ValueError("cache_block must be at least 1")
+
+    @property
+    def logit_accuracy(self) -> float:
+        a = min(max(self.accuracy, 1e-6), 1 - 1e-6)
+        return math.log(a / (1 - a))
+
+    @property
+    def scale_sigma(self) -> float:
+        a = min(max(self.accuracy, 1e-6), 1 - 1e-6)
+        return 0.5 / _STD.inv_cdf((1 + a) / 2)
+
+
+@dataclass(frozen=True)
+class FieldDecision:
+    """How one field of one reply was decided (for inspection and tests)."""
+
+    key: str
+    kind: str  # "binary" | "scale"
+    truth: int
+    truth_known: bool  # from a `reference` label (else pseudo-truth)
+    lean_before: float  # mean lean of the fields emitted before this one (0 for the first)
+    value: int
+    p_true: float  # binary: P(true); scale: P(score ≥ 3) of the distribution the score came from
+    dist: tuple[float, ...]  # scale: P(1..5); binary: (P(false), P(true))
+    rationale: str
+    red_flags: tuple[str, ...] | None  # None for binary criteria (no red_flags field)
+    reconciled: bool | None = None  # K.O. with a safety flag: whether the score went ≤ floor
+
+
+@dataclass(frozen=True)
+class _Crit:
+    key: str
+    scale: bool
+    question: str
+    ko_floor: int | None
+
+
+def is_safety_flag(flag: str) -> bool:
+    """Whether a red flag names a safety-relevant problem (as opposed to a format-only one)."""
+    return flag.split(":", 1)[0].strip().lower() in SAFETY_FLAG_KINDS
+
+
+# ------------------------------------------------------------------------------------ hashing
+
+
+def _digest(*parts: object) -> bytes:
+    return hashlib.sha256("\x1f".join(str(p) for p in parts).encode()).digest()
+
+
+def _uniform(*parts: object) -> float:
+    """A deterministic U(0, 1) (open interval) from the parts."""
+    return (int.from_bytes(_digest(*parts)[:8], "big") + 0.5) / 2.0**64
+
+
+def _pick(options: Sequence[str], *parts: object) -> str:
+    return options[int(_uniform(*parts) * len(options))]
+
+
+def _text_key(question: str, answer: str) -> str:
+    return hashlib.sha256(f"{question.strip()}\x00{answer.strip()}".encode()).hexdigest()
+
+
+def _sigmoid(x: float) -> float:
+    return 1.0 / (1.0 + math.exp(-x)) if x >= 0 else math.exp(x) / (1.0 + math.exp(x))
+
+
+# -------------------------------------------------------------------------- reading the request
+
+
+_CRIT_LINE = re.compile(r"^- ([A-Za-z][A-Za-z0-9_]*): (.*)$")
+_KO_LINE = re.compile(r"⛔ K\.O\. dimension · floor (\d+)")
+
+
+def _criteria_details(messages: Sequence[dict]) -> dict[str, _Crit]:
+    """Kind, question and K.O. floor of each criterion, read from the request's criteria block.
+
+    ``parse_judge_request`` returns only the keys; the kind and the K.O. marker are in the same block
+    (see :func:`judgekit.prompts.criterion_line`).
+    """
+    user = next((m.get("content") or "" for m in reversed(messages) if m.get("role") == "user"), "")
+    if not isinstance(user, str):
+        return {}
+    if user.startswith("## Criteria\n"):
+        block = user
+    else:
+        at = user.rfind("\n\n## Criteria\n")
+        block = user[at + 2:] if at >= 0 else ""
+    block = block.split("\n\n## Reply format", 1)[0]
+    out: dict[str, _Crit] = {}
+    current: _Crit | None = None
+    for line in block.splitlines():
+        m = _CRIT_LINE.match(line)
+        if m:
+            rest = m.group(2)
+            scale = rest.endswith(" Score 1–5:")
+            question = rest.removesuffix(" Score 1–5:").removesuffix(" (true = passes, false = fails)")
+            current = _Crit(m.group(1), scale, question, None)
+            out[current.key] = current
+            continue
+        ko = _KO_LINE.search(line)
+        if ko and current is not None:
+            current = _Crit(current.key, current.scale, current.question, int(ko.group(1)))
+            out[current.key] = current
+    return out
+
+
+def _prompt_text(messages: Sequence[dict]) -> str:
+    return "\n".join(m.get("content") if isinstance(m.get("content"), str) else json.dumps(m.get("content"))
+                     for m in messages if isinstance(m, dict))
+
+
+# -------------------------------------------------------------------------------- text pieces
+
+
+_CLAUSE = re.compile(r"[^.!?\"\n;:{}\[\]]+")
+_WORDS = re.compile(r"\S+(?:[ \t]+\S+){0,7}")
+
+
+def _phrase(answer: str, *salt: object) -> str | None:
+    """A verbatim phrase of the answer (≤ 8 words, no sentence punctuation or quotes), or None."""
+    clauses = [c.strip(" \t,") for c in _CLAUSE.findall(answer)]
+    clauses = [c for c in clauses if len(c.split()) >= 3] or [c for c in clauses if c]
+    if not clauses:
+        return None
+    clause = clauses[int(_uniform(*salt, "clause") * len(clauses))]
+    m = _WORDS.match(clause)
+    phrase = (m.group(0) if m else clause).strip(" \t,")
+    return phrase if phrase and phrase in answer else None
+
+
+def _score_dist(mu: float, sigma: float) -> list[float]:
+    """P(score = 1..5) of N(mu, sigma²) rounded and clamped to 1–5."""
+    if sigma <= 0:
+        k = min(5, max(1, math.floor(mu + 0.5)))
+        return [1.0 if s == k else 0.0 for s in range(1, 6)]
+    cdf = [_STD.cdf((s + 0.5 - mu) / sigma) for s in range(1, 5)]
+    edges = [0.0, *cdf, 1.0]
+    return [max(0.0, edges[i + 1] - edges[i]) for i in range(5)]
+
+
+def _draw(dist: Sequence[float], u: float, allowed: Sequence[int]) -> tuple[int, list[float]]:
+    """Invert the CDF of ``dist`` restricted to ``allowed`` at ``u``; returns (score, restricted dist)."""
+    restricted = [p if s in allowed else 0.0 for s, p in zip(range(1, 6), dist, strict=True)]
+    total = sum(restricted)
+    if total <= 1e-15:  # no mass where the rule sends the score: the allowed value nearest the mode
+        mode = max(range(1, 6), key=lambda s: dist[s - 1])
+        nearest = min(allowed, key=lambda s: abs(s - mode))
+        return nearest, [1.0 if s == nearest else 0.0 for s in range(1, 6)]
+    restricted = [p / total for p in restricted]
+    acc = 0.0
+    for s, p in zip(range(1, 6), restricted, strict=True):
+        acc += p
+        if u < acc and p > 0:
+            return s, restricted
+    last = max(s for s, p in zip(range(1, 6), restricted, strict=True) if p > 0)
+    return last, restricted
+
+
+def _level_text(value: int, scale: bool) -> str:
+    """The level contrasted with its neighbours (the ``justifies_level`` property)."""
+    if not scale:
+        return ("a pass rather than a fail, because the requirement is met" if value
+                else "a fail rather than a pass, because the requirement is not met")
+    if value == 5:
+        return "a 5 rather than a 4, because nothing is missing"
+    if value == 1:
+        return "a 1 rather than a 2, because the core is wrong"
+    return (f"a {value} rather than a {value + 1}, because a clear gap remains, "
+            f"and rather than a {value - 1}, because the core is right")
+
+
+# ---------------------------------------------------------------------------------- the judge
+
+
+class SimJudge:
+    """The simulated judge's request handler; owns the truth index and the prefix-cache state.
+
+    ``SimJudge(engine_or_url, params)(body) -> Reply`` — ``body`` is a chat-completions request.
+    """
+
+    def __init__(self, engine_or_url: Engine | str | None, params: SimParams | None = None) -> None:
+        self.params = params or SimParams()
+        if engine_or_url is None or isinstance(engine_or_url, Engine):
+            self._engine = engine_or_url
+        else:
+            self._engine = store.engine_for(engine_or_url)
+        self._lock = threading.Lock()
+        self._truth: dict[str, dict[str, int]] = {}
+        self._loaded_at = -math.inf
+        self._previous_prompt = ""
+        self.reload()
+
+    # ----------------------------------------------------------------------------- truth index
+
+    def reload(self) -> int:
+        """(Re)load the truth index from the database; returns the number of examples indexed."""
+        index: dict[str, dict[str, int]] = {}
+        if self._engine is not None:
+            q = (
+                select(store.Example.question, store.Example.answer, store.Label.criterion, store.Label.value)
+                .join(store.Label, store.Label.example_id == store.Example.id)
+                .join(store.Annotator, store.Annotator.id == store.Label.annotator_id)
+                .where(store.Annotator.name == REFERENCE_ANNOTATOR, store.Label.value.is_not(None))
+                .order_by(store.Example.id)
+            )
+            with Session(self._engine) as s:
+                for question, answer, criterion, value in s.execute(q):
+                    labels = index.setdefault(_text_key(question or "", answer or ""), {})
+                    labels.setdefault(criterion, int(value))
+        with self._lock:
+            self._truth = index
+            self._loaded_at = time.monotonic()
+        return len(index)
+
+    def _labels(self, question: str, answer: str) -> dict[str, int] | None:
+        key = _text_key(question, answer)
+        found = self._truth.get(key)
+        if found is None and time.monotonic() - self._loaded_at >= self.params.reload_interval_s:
+            self.reload()
+            found = self._truth.get(key)
+        return found
+
+    def _truth_of(self, labels: dict[str, int] | None, answer: str, c: _Crit) -> tuple[int, bool]:
+        if labels and c.key in labels:
+            value = labels[c.key]
+            return (min(5, max(1, value)) if c.scale else int(bool(value))), True
+        u = _uniform(self.params.seed, answer, c.key, "truth")
+        if not c.scale:
+            return int(u < self.params.pseudo_pass), False
+        acc = 0.0
+        for s, p in enumerate(PSEUDO_SCALE, start=1):
+            acc += p
+            if u < acc:
+                return s, False
+        return 5, False
+
+    # ------------------------------------------------------------------------------ the model
+
+    def decide(self, messages: Sequence[dict]) -> list[FieldDecision] | None:
+        """Every field of the reply to ``messages``, in emission order; None if not judgekit's layout."""
+        req = parse_judge_request(messages)
+        if req is None:
+            return None
+        return self._decide(req, _criteria_details(messages))
+
+    def _decide(self, req: JudgeRequest, details: dict[str, _Crit]) -> list[FieldDecision]:
+        p = self.params
+        answer = req.answer.strip()
+        labels = self._labels(req.question, answer)
+        z = _STD.inv_cdf(_uniform(p.seed, answer, "impression"))
+        g = p.conditioning * (p.note_factor if req.independence_note else 1.0)
+        fabricated = any(FABRICATION_KEY.search(k) and v == 0 for k, v in (labels or {}).items())
+
+        out: list[FieldDecision] = []
+        leans: list[float] = []
+        for key in req.criteria:
+            c = details.get(key) or _Crit(key, False, "", None)
+            truth, known = self._truth_of(labels, answer, c)
+            lean = sum(leans) / len(leans) if leans else 0.0
+            push = p.impression * z + g * lean
+            u = _uniform(p.seed, answer, key, "verdict")
+            flags: tuple[str, ...] | None = None
+            reconciled: bool | None = None
+            if not c.scale:
+                p_true = _sigmoid((1 if truth else -1) * p.logit_accuracy + push)
+                value = int(u < p_true)
+                dist: tuple[float, ...] = (1 - p_true, p_true)
+                leans.append(2.0 * value - 1.0)
+            else:
+                value, dist, flags, reconciled = self._scale_field(req, c, answer, truth, push, u, fabricated)
+                p_true = sum(dist[2:])
+                leans.append((value - 3) / 2.0)
+            rationale = "" if req.order == "verdict_only" else self._rationale(req.variant, answer, c, value)
+            out.append(FieldDecision(key, "scale" if c.scale else "binary", truth, known, lean, value, p_true,
+                                     dist, rationale, flags, reconciled))
+        return out
+
+    def _scale_field(self, req: JudgeRequest, c: _Crit, answer: str, truth: int, push: float, u: float,
+                     fabricated: bool) -> tuple[int, tuple[float, ...], tuple[str, ...], bool | None]:
+        """Score, its distribution, red flags and (K.O. with a safety flag) whether it was reconciled."""
+        p = self.params
+        full = _score_dist(truth + p.scale_push * push, p.scale_sigma)
+        allowed: Sequence[int] = (1, 2, 3, 4, 5)
+        flags: list[str] = []
+        reconciled: bool | None = None
+        floor = c.ko_floor
+        if (floor is not None and 1 <= floor < 5 and (truth <= floor or fabricated)
+                and _uniform(p.seed, answer, c.key, "safety-flag") < SAFETY_FLAG_RATE):
+            flags.append(self._safety_flag(answer, c.key, fabricated and truth > floor))
+            miss = RECONCILE_MISS.get(req.variant, RECONCILE_MISS["default"])
+            reconciled = _uniform(p.seed, answer, c.key, "reconcile") >= miss
+            allowed = range(1, floor + 1) if reconciled else range(floor + 1, 6)
+        value, dist = _draw(full, u, tuple(allowed))
+        clarity_type = floor is None and CLARITY_TYPE.search(f"{c.key} {c.question}") is not None
+        if clarity_type and value <= 3 and _uniform(p.seed, answer, c.key, "format-flag") < FORMAT_FLAG_RATE:
+            flags.append(_pick(FORMAT_FLAGS, p.seed, answer, c.key, "format-kind"))
+        return value, tuple(dist), tuple(flags), reconciled
+
+    def _safety_flag(self, answer: str, key: str, fabrication: bool) -> str:
+        s = self.params.seed
+        kind = "invented fact" if fabrication else _pick(SAFETY_FLAG_KINDS, s, answer, key, "flag-kind")
+        phrase = _phrase(answer, s, key, "flag")
+        return f'{kind}: "{phrase}"' if phrase else f"{kind} in the answer"
+
+    def _rationale(self, variant: str, answer: str, c: _Crit, value: int) -> str:
+        s = self.params.seed
+        rates = RATIONALE_RATES.get(variant, RATIONALE_RATES["default"])
+        shows = {prop: _uniform(s, answer, c.key, prop) < rate for prop, rate in rates.items()}
+        phrase = _phrase(answer, s, c.key, "quote") if shows["cites_evidence"] else None
+        below_top = value < 5 if c.scale else value == 0
+        fix = _pick(FIXES, s, answer, c.key, "fix") if below_top and shows["names_fix"] else None
+        level = _level_text(value, c.scale) if shows["justifies_level"] else None
+        verdict = f"Score {value}" if c.scale else ("Passes" if value else "Fails")
+        if variant != "hardened":
+            sentence = f"{verdict}: " + (f'the answer says "{phrase}"' if phrase else "see the answer")
+            if level:
+                sentence += f", {level}"
+            if fix:
+                sentence += f"; fix: {fix}"
+            return sentence + "."
+        sentences = [
+            f'The answer says "{phrase}", which bears on {c.key}.' if phrase
+            else f"The answer is relevant to {c.key}.",
+            f"That makes it {level}." if level else f"{verdict}.",
+            f"Fix: {fix}." if fix else ("It could be improved." if below_top else "Nothing needs to change."),
+        ]
+        if _uniform(s, answer, c.key, "locus") < HARDENED_LOCUS_RATE:
+            sentences.append(f"This judgement concerns {c.key} only.")
+        return " ".join(sentences)
+
+    # ------------------------------------------------------------------------------ the reply
+
+    def __call__(self, body: dict) -> Reply:
+        if body.get("stream"):
+            return Reply(status=400, error="the simulated judge does not support stream=true")
+        messages = body.get("messages")
+        if not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages):
+            return Reply(status=400, error="messages must be a list of message objects")
+        req = parse_judge_request(messages)
+        decisions = None if req is None else self._decide(req, _criteria_details(messages))
+        order = "verdict_only" if req is None else req.order
+        if decisions is None:
+            content = "{}"
+        else:
+            verdicts: dict[str, dict] = {}
+            for d in decisions:
+                entry: dict = {"verdict": bool(d.value) if d.kind == "binary" else d.value,
+                               "rationale": d.rationale}
+                if d.red_flags is not None:
+                    entry["red_flags"] = list(d.red_flags)
+                verdicts[d.key] = entry
+            content = render_reply(verdicts, order)
+        usage = self._usage(messages, content)
+        logprobs = None
+        if body.get("logprobs") and decisions is not None:
+            alternatives = self._alternatives(content, decisions, order, body.get("top_logprobs"))
+            logprobs = make_logprobs(content, alternatives)
+        uncached = usage.prompt_tokens - (usage.cached_tokens or 0)
+        delay = (self.params.latency_ms + self.params.ms_per_uncached_token * uncached) / 1000.0
+        return Reply(content=content, usage=usage, logprobs=logprobs, delay_s=delay)
+
+    def _usage(self, messages: Sequence[dict], content: str) -> Usage:
+        prompt = _prompt_text(messages)
+        with self._lock:
+            shared = len(commonprefix([prompt, self._previous_prompt])) if self._previous_prompt else 0
+            self._previous_prompt = prompt
+        prompt_tokens = max(1, len(prompt) // 4)
+        block = self.params.cache_block
+        cached = min(prompt_tokens, shared // 4) // block * block
+        return Usage(prompt_tokens, max(1, len(content) // 4), cached)
+
+    @staticmethod
+    def _alternatives(content: str, decisions: Sequence[FieldDecision], order: str,
+                      top_logprobs: object) -> dict[int, list[tuple[str, float]]]:
+        """Character offset of each verdict value in ``content`` → its (token, logprob) alternatives."""
+        n = top_logprobs if isinstance(top_logprobs, int) and top_logprobs >= 1 else None
+        out: dict[int, list[tuple[str, float]]] = {}
+        pos = 0
+        for d in decisions:
+            at = content.find(json.dumps(d.key) + ": ", pos)
+            if at < 0:
+                break
+            at += len(json.dumps(d.key)) + 2
+            if order != "verdict_only":
+                v = content.find('"verdict": ', at)
+                if v < 0:
+                    break
+                at = v + len('"verdict": ')
+            if d.kind == "binary":
+                alts = [("true", d.dist[1]), ("false", d.dist[0])]
+            else:
+                alts = [(str(s), p) for s, p in zip(range(1, 6), d.dist, strict=True)]
+            alts.sort(key=lambda a: -a[1])
+            out[at] = [(tok, math.log(max(p, 1e-300))) for tok, p in alts][:n]
+            pos = at
+        return out
+
+
+# ---------------------------------------------------------------------------------- serving
+
+
+def start_in_thread(db_url: str | None, params: SimParams | None = None, host: str = "127.0.0.1",
+                    port: int = 0) -> ServerThread:
+    """Start the simulated judge in a daemon thread; ``.base_url`` is ready on return, ``.stop()`` ends it."""
+    judge = SimJudge(db_url, params or SimParams())
+    return ServerThread(judge, host, port, model=SIM_MODEL, owned_by=SIM_OWNER).start()
+
+
+def serve_forever(db_url: str | None, params: SimParams, host: str = "127.0.0.1", port: int = 0) -> None:
+    """Serve until interrupted (``judgekit sim-judge``); prints the base URL once listening."""
+    judge = SimJudge(db_url, params)
+
+    async def run() -> None:
+        server, _ = await serve(judge, host, port, model=SIM_MODEL, owned_by=SIM_OWNER)
+        bound = server.sockets[0].getsockname()[1]
+        print(f"simulated judge listening on http://{host}:{bound}/v1", flush=True)
+        async with server:
+            await server.serve_forever()
+
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(run())
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """``python -m judgekit.simjudge`` — the same server ``judgekit sim-judge`` starts."""
+    import argparse
+
+    from judgekit import config
+
+    parser = argparse.ArgumentParser(prog="python -m judgekit.simjudge", description=__doc__.splitlines()[0])
+    parser.add_argument("--db", default=None, help="database with the planted truth")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=0)
+    defaults = SimParams()
+    parser.add_argument("--accuracy", type=float, default=defaults.accuracy)
+    parser.add_argument("--impression", type=float, default=defaults.impression)
+    parser.add_argument("--conditioning", type=float, default=defaults.conditioning)
+    parser.add_argument("--seed", type=int, default=defaults.seed)
+    parser.add_argument("--latency-ms", type=float, default=0.0)
+    parser.add_argument("--ms-per-uncached-token", type=float, default=0.0)
+    args = parser.parse_args(argv)
+    params = SimParams(
+        accuracy=args.accuracy, impression=args.impression, conditioning=args.conditioning, seed=args.seed,
+        latency_ms=args.latency_ms, ms_per_uncached_token=args.ms_per_uncached_token,
+    )
+    serve_forever(config.db_url(args.db), params, args.host, args.port)
+
+
+if __name__ == "__main__":
+    main()
