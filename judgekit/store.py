@@ -166,9 +166,12 @@ class Verdict(Base):
 
 
 class Annotator(Base):
+    """A person (or the demo's ``reference`` truth). An ``adjudicator``'s label settles the consensus."""
+
     __tablename__ = "annotators"
     id: Mapped[int] = mapped_column(primary_key=True)
     name: Mapped[str] = mapped_column(String(200), unique=True)
+    role: Mapped[str] = mapped_column(String(16), default="annotator", server_default="annotator")
 
 
 class Label(Base):

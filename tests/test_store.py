@@ -132,3 +132,15 @@ def test_unknown_names_raise_not_found(session):
         store.get_dataset(session, "x")
     with pytest.raises(store.NotFound, match="no rubric named 'x'"):
         store.get_rubric_row(session, "x")
+
+
+def test_upgrade_from_previous_schema_keeps_data(tmp_path):
+    """0001 → head on a database that already holds labels: rows survive, new columns get defaults."""
+    engine = store.make_engine(f"sqlite:///{tmp_path / 'old.sqlite'}")
+    store.upgrade(engine, "0001_initial")
+    with engine.begin() as conn:
+        conn.execute(text("INSERT INTO annotators (name) VALUES ('ana')"))
+    assert store.upgrade(engine) is True
+    with engine.connect() as conn:
+        assert conn.execute(text("SELECT name, role FROM annotators")).all() == [("ana", "annotator")]
+    assert store.current_revision(engine) == store.head_revision()
