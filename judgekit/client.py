@@ -45,6 +45,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 import openai
+from openai.types.chat import ChatCompletion
 
 from judgekit.parse import TokenLogprob
 
@@ -307,6 +308,19 @@ def _request(judge: JudgeConfig, messages: Sequence[Mapping[str, Any]], logprobs
     return kwargs
 
 
+async def _post_chat(client: openai.AsyncOpenAI, kwargs: dict) -> ChatCompletion:
+    """POST /chat/completions through the openai client's own transport, auth and error mapping.
+
+    Same request and response types as ``client.chat.completions.create``, minus its recursive
+    TypedDict transform of the messages — already plain JSON here — which cost ~1.4 ms of CPU per
+    call, the largest single item of the runner's per-call overhead (profiled at concurrency 32).
+    """
+    body = {k: v for k, v in kwargs.items() if k not in ("timeout", "extra_body")}
+    body.update(kwargs.get("extra_body") or {})
+    return await client.post("/chat/completions", body=body, cast_to=ChatCompletion,
+                             options={"timeout": kwargs.get("timeout")})
+
+
 def _token_logprobs(choice: Any) -> list[TokenLogprob] | None:
     content = getattr(getattr(choice, "logprobs", None), "content", None)
     if not content:
@@ -361,7 +375,7 @@ async def complete(
         headers: Mapping[str, str] | None = None
         try:
             async with asyncio.timeout(judge.timeout_s):
-                resp = await client.chat.completions.create(**kwargs)
+                resp = await _post_chat(client, kwargs)
         except openai.APIStatusError as exc:
             latency = time.perf_counter() - t0
             status = exc.status_code
