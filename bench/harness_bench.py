@@ -35,7 +35,10 @@ from judgekit.harness import parse_harness  # noqa: E402
 def start_server(latency_ms: float) -> tuple[subprocess.Popen, str]:
     proc = subprocess.Popen(
         [sys.executable, "-m", "judgekit.openai_server", "--port", "0", "--latency-ms", str(latency_ms)],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        cwd=ROOT,
     )
     line = proc.stdout.readline()
     match = re.search(r"(http://\S+/v1)", line)
@@ -48,8 +51,13 @@ def start_server(latency_ms: float) -> tuple[subprocess.Popen, str]:
 def make_run(engine, base_url: str, examples: int, name: str) -> str:
     with Session(engine) as s, s.begin():
         run = runner.create_run(
-            s, dataset="demo", rubric="demo", harness=parse_harness("split", structured="json_object"),
-            judge=runner.JudgeSpec(base_url=base_url, model="bench"), limit=examples, name=name,
+            s,
+            dataset="demo",
+            rubric="demo",
+            harness=parse_harness("split", structured="json_object"),
+            judge=runner.JudgeSpec(base_url=base_url, model="bench"),
+            limit=examples,
+            name=name,
         )
         return run.name
 
@@ -65,9 +73,16 @@ async def bare_loop(base_url: str, engine, examples: int, concurrency: int) -> i
         rubric = store.load_rubric(s, "demo")
         ds = store.get_dataset(s, "demo")
         rows = s.execute(
-            store.select(store.Example.id, store.Example.ext_id, store.Example.question, store.Example.context,
-                         store.Example.answer).where(store.Example.dataset_id == ds.id)
-            .order_by(store.Example.id).limit(examples)
+            store.select(
+                store.Example.id,
+                store.Example.ext_id,
+                store.Example.question,
+                store.Example.context,
+                store.Example.answer,
+            )
+            .where(store.Example.dataset_id == ds.id)
+            .order_by(store.Example.id)
+            .limit(examples)
         ).all()
     texts = {r[0]: prompts.ExampleText(r[2], r[3], r[4]) for r in rows}
     calls = plan_calls(harness, rubric, [(r[0], r[1]) for r in rows])
@@ -79,8 +94,14 @@ async def bare_loop(base_url: str, engine, examples: int, concurrency: int) -> i
         messages = prompts.build_messages(texts[call.example_id], criteria, harness)
         async with sem:
             await client.chat.completions.create(
-                model="bench", messages=messages, temperature=0.0, max_tokens=1024,
-                response_format={"type": "json_object", "schema": prompts.response_schema(criteria, harness.order)},
+                model="bench",
+                messages=messages,
+                temperature=0.0,
+                max_tokens=1024,
+                response_format={
+                    "type": "json_object",
+                    "schema": prompts.response_schema(criteria, harness.order),
+                },
             )
 
     await asyncio.gather(*(one(c) for c in calls))
@@ -124,12 +145,17 @@ def run(quick: bool = False, calls: int = 3000, latency_ms: float = 20.0) -> dic
     serial_tput = serial.calls_sent / serial_s
     result = {
         "calls": summary.calls_sent,
-        "runner_s": runner_s, "runner_calls_per_s": runner_tput,
-        "bare_s": bare_s, "bare_calls_per_s": bare_tput,
-        "serial_calls": serial.calls_sent, "serial_s": serial_s, "serial_calls_per_s": serial_tput,
+        "runner_s": runner_s,
+        "runner_calls_per_s": runner_tput,
+        "bare_s": bare_s,
+        "bare_calls_per_s": bare_tput,
+        "serial_calls": serial.calls_sent,
+        "serial_s": serial_s,
+        "serial_calls_per_s": serial_tput,
         "runner_vs_bare": runner_tput / bare_tput,
         "c32_vs_c1": runner_tput / serial_tput,
-        "stored_calls": stored["calls"], "stored_verdicts": stored["verdicts"],
+        "stored_calls": stored["calls"],
+        "stored_verdicts": stored["verdicts"],
     }
     return result
 
@@ -141,16 +167,20 @@ def main() -> None:
     parser.add_argument("--latency-ms", type=float, default=20.0)
     args = parser.parse_args()
     r = run(quick=args.quick, calls=args.calls, latency_ms=args.latency_ms)
-    print(f"endpoint latency {args.latency_ms:g} ms; {r['calls']} calls at concurrency 32; "
-          f"{r['serial_calls']} calls at concurrency 1")
+    print(
+        f"endpoint latency {args.latency_ms:g} ms; {r['calls']} calls at concurrency 32; "
+        f"{r['serial_calls']} calls at concurrency 1"
+    )
     print(f"  runner (persisting)  {r['runner_s']:7.2f} s  {r['runner_calls_per_s']:8.1f} calls/s")
     print(f"  bare AsyncOpenAI     {r['bare_s']:7.2f} s  {r['bare_calls_per_s']:8.1f} calls/s")
     print(f"  runner, conc. 1      {r['serial_s']:7.2f} s  {r['serial_calls_per_s']:8.1f} calls/s")
     print(f"  stored: {r['stored_calls']} call rows, {r['stored_verdicts']} verdicts")
     ok1 = r["runner_vs_bare"] >= 0.85
     ok2 = r["c32_vs_c1"] >= 20
-    print(f"RESULT runner_vs_bare={r['runner_vs_bare']:.3f} target=0.85 holds={str(ok1).lower()} "
-          f"c32_vs_c1={r['c32_vs_c1']:.1f} target=20 holds={str(ok2).lower()}")
+    print(
+        f"RESULT runner_vs_bare={r['runner_vs_bare']:.3f} target=0.85 holds={str(ok1).lower()} "
+        f"c32_vs_c1={r['c32_vs_c1']:.1f} target=20 holds={str(ok2).lower()}"
+    )
 
 
 if __name__ == "__main__":

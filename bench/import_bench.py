@@ -26,8 +26,19 @@ from judgekit import datasets, demo, imports, store  # noqa: E402
 def write_jsonl(path: Path, rows: list[dict]) -> None:
     with path.open("w", encoding="utf-8") as f:
         for r in rows:
-            f.write(json.dumps({"id": r["id"], "question": r["question"], "context": r["context"],
-                                "answer": r["answer"], **r["metadata"]}, ensure_ascii=False) + "\n")
+            f.write(
+                json.dumps(
+                    {
+                        "id": r["id"],
+                        "question": r["question"],
+                        "context": r["context"],
+                        "answer": r["answer"],
+                        **r["metadata"],
+                    },
+                    ensure_ascii=False,
+                )
+                + "\n"
+            )
 
 
 def judgekit_import(url: str, path: Path) -> float:
@@ -51,8 +62,16 @@ def orm_row_by_row(url: str, path: Path) -> float:
         s.add(ds)
         s.flush()
         for r in rows:
-            s.add(store.Example(dataset_id=ds.id, ext_id=r["id"], question=r["question"], context=r["context"],
-                                answer=r["answer"], meta=r["metadata"]))
+            s.add(
+                store.Example(
+                    dataset_id=ds.id,
+                    ext_id=r["id"],
+                    question=r["question"],
+                    context=r["context"],
+                    answer=r["answer"],
+                    meta=r["metadata"],
+                )
+            )
             s.flush()
     elapsed = time.perf_counter() - t0
     engine.dispose()
@@ -68,7 +87,13 @@ def run(quick: bool = False, rows: int = 100_000) -> dict:
         fast = judgekit_import(f"sqlite:///{tmpdir / 'fast.sqlite'}", path)
         slow = orm_row_by_row(f"sqlite:///{tmpdir / 'slow.sqlite'}", path)
         size_mb = path.stat().st_size / 1e6
-    return {"rows": rows, "file_mb": size_mb, "judgekit_s": fast, "orm_row_by_row_s": slow, "ratio": slow / fast}
+    return {
+        "rows": rows,
+        "file_mb": size_mb,
+        "judgekit_s": fast,
+        "orm_row_by_row_s": slow,
+        "ratio": slow / fast,
+    }
 
 
 def main() -> None:
@@ -80,8 +105,10 @@ def main() -> None:
     print(f"{r['rows']} examples ({r['file_mb']:.1f} MB JSONL)")
     print(f"  judgekit import-dataset (parse + validate + bulk insert)  {r['judgekit_s']:7.2f} s")
     print(f"  row-by-row ORM insert (add + flush per row)              {r['orm_row_by_row_s']:7.2f} s")
-    print(f"RESULT import_ratio={r['ratio']:.1f} target=5 holds={str(r['ratio'] >= 5).lower()} "
-          f"judgekit_s={r['judgekit_s']:.2f} orm_s={r['orm_row_by_row_s']:.2f}")
+    print(
+        f"RESULT import_ratio={r['ratio']:.1f} target=5 holds={str(r['ratio'] >= 5).lower()} "
+        f"judgekit_s={r['judgekit_s']:.2f} orm_s={r['orm_row_by_row_s']:.2f}"
+    )
 
 
 if __name__ == "__main__":

@@ -362,6 +362,10 @@ from judgekit.cli_report import export_report_cmd, report_app  # noqa: E402
 app.add_typer(report_app, name="report")
 app.command("export-report")(export_report_cmd)
 
+from judgekit.cli_label import label_set_app  # noqa: E402
+
+app.add_typer(label_set_app, name="label-set")
+
 
 def main() -> None:  # pragma: no cover - console entry
     app()

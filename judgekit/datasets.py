@@ -64,7 +64,9 @@ def read_text(path: str | Path) -> str:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as e:
         line = raw[: e.start].count(b"\n") + 1
-        raise InputError(p, f"not valid UTF-8 (byte 0x{raw[e.start]:02x} at offset {e.start})", line=line) from None
+        raise InputError(
+            p, f"not valid UTF-8 (byte 0x{raw[e.start]:02x} at offset {e.start})", line=line
+        ) from None
     if "\x00" in text:
         line = text[: text.index("\x00")].count("\n") + 1
         raise InputError(p, "contains a NUL byte (binary file?)", line=line)
@@ -138,8 +140,12 @@ def _text_field(path, rec: Record, key: str, *, required: bool) -> str:
     value = rec.data.get(key)
     if value is None or (isinstance(value, str) and not value.strip() and required):
         if required:
-            raise InputError(path, "required and missing" if value is None else "required and empty",
-                             line=rec.line, field=key)
+            raise InputError(
+                path,
+                "required and missing" if value is None else "required and empty",
+                line=rec.line,
+                field=key,
+            )
         return ""
     if isinstance(value, bool) or not isinstance(value, str | int | float):
         if key == "id" and isinstance(value, int):
@@ -149,7 +155,9 @@ def _text_field(path, rec: Record, key: str, *, required: bool) -> str:
         raise InputError(path, "not a finite number", line=rec.line, field=key)
     text = str(value)
     if len(text) > MAX_FIELD_CHARS:
-        raise InputError(path, f"{len(text)} characters; the limit is {MAX_FIELD_CHARS}", line=rec.line, field=key)
+        raise InputError(
+            path, f"{len(text)} characters; the limit is {MAX_FIELD_CHARS}", line=rec.line, field=key
+        )
     return text
 
 
@@ -177,8 +185,9 @@ def parse_dataset(path: str | Path) -> list[dict]:
         if len(ex_id) > 200:
             raise InputError(path, "longer than 200 characters", line=rec.line, field="id")
         if ex_id in first_line:
-            raise InputError(path, f"duplicate id {ex_id!r} (first on line {first_line[ex_id]})",
-                             line=rec.line, field="id")
+            raise InputError(
+                path, f"duplicate id {ex_id!r} (first on line {first_line[ex_id]})", line=rec.line, field="id"
+            )
         first_line[ex_id] = rec.line
         rows.append(
             {
@@ -223,8 +232,9 @@ def _construct_mapping(loader: _LineLoader, node: yaml.MappingNode, deep: bool =
     for key_node, _ in node.value:
         key = loader.construct_object(key_node, deep=deep)
         if key in seen:
-            raise InputError(loader.name, "duplicate key in a mapping", line=key_node.start_mark.line + 1,
-                             field=str(key))
+            raise InputError(
+                loader.name, "duplicate key in a mapping", line=key_node.start_mark.line + 1, field=str(key)
+            )
         seen[key] = True
     mapping = yaml.SafeLoader.construct_mapping(loader, node, deep=deep)
     mapping["__line__"] = node.start_mark.line + 1
@@ -251,8 +261,9 @@ def parse_rubric(path: str | Path) -> Rubric:
         doc = loader.get_single_data()
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
-        raise InputError(p, f"invalid YAML ({getattr(e, 'problem', None) or e})",
-                         line=mark.line + 1 if mark else None) from None
+        raise InputError(
+            p, f"invalid YAML ({getattr(e, 'problem', None) or e})", line=mark.line + 1 if mark else None
+        ) from None
     finally:
         loader.dispose()
     return rubric_from_mapping(doc, p)
@@ -269,54 +280,79 @@ def rubric_from_mapping(doc: Any, path: str | Path = "<rubric>") -> Rubric:
     if not isinstance(items, list) or not items:
         raise InputError(path, "required: a non-empty list of criteria", line=top, field="criteria")
     if len(items) > MAX_CRITERIA:
-        raise InputError(path, f"{len(items)} criteria; the limit is {MAX_CRITERIA}", line=top, field="criteria")
+        raise InputError(
+            path, f"{len(items)} criteria; the limit is {MAX_CRITERIA}", line=top, field="criteria"
+        )
     criteria: list[Criterion] = []
     first: dict[str, int] = {}
     for item in items:
         crit = _criterion(path, item, top)
         line = item.get("__line__", top)
         if crit.key in first:
-            raise InputError(path, f"duplicate criterion key {crit.key!r} (first on line {first[crit.key]})",
-                             line=line, field="key")
+            raise InputError(
+                path,
+                f"duplicate criterion key {crit.key!r} (first on line {first[crit.key]})",
+                line=line,
+                field="key",
+            )
         first[crit.key] = line
         criteria.append(crit)
     ko = _ko_rule(path, doc.get("ko_rule"), {c.key: c for c in criteria}, top)
     description = doc.get("description") or ""
     unknown = set(doc) - {"name", "criteria", "ko_rule", "description", "__line__"}
     if unknown:
-        raise InputError(path, "unknown key (expected name, description, criteria, ko_rule)", line=top,
-                         field=sorted(unknown)[0])
+        raise InputError(
+            path,
+            "unknown key (expected name, description, criteria, ko_rule)",
+            line=top,
+            field=sorted(unknown)[0],
+        )
     return Rubric(name=name.strip(), criteria=tuple(criteria), ko_rule=ko, description=str(description))
 
 
 def _criterion(path, item: Any, top: int) -> Criterion:
     if not isinstance(item, Mapping):
-        raise InputError(path, "each criterion must be a mapping with key and question", line=top, field="criteria")
+        raise InputError(
+            path, "each criterion must be a mapping with key and question", line=top, field="criteria"
+        )
     line = item.get("__line__", top)
     key = item.get("key")
     if not isinstance(key, str) or not KEY_PATTERN.match(key):
-        raise InputError(path, "must be an identifier: a letter, then letters, digits or _ (≤ 64)",
-                         line=line, field="key")
+        raise InputError(
+            path, "must be an identifier: a letter, then letters, digits or _ (≤ 64)", line=line, field="key"
+        )
     question = item.get("question")
     if not isinstance(question, str) or not question.strip():
         raise InputError(path, f"criterion {key!r} needs a non-empty question", line=line, field="question")
     kind = item.get("kind", "binary")
     if kind not in ("binary", "scale"):
-        raise InputError(path, f"criterion {key!r}: kind must be 'binary' or 'scale', not {kind!r}",
-                         line=line, field="kind")
+        raise InputError(
+            path,
+            f"criterion {key!r}: kind must be 'binary' or 'scale', not {kind!r}",
+            line=line,
+            field="kind",
+        )
     unknown = set(item) - {"key", "question", "kind", "levels", "pass_at", "__line__"}
     if unknown:
         raise InputError(path, f"criterion {key!r}: unknown key", line=line, field=sorted(unknown)[0])
     if kind == "binary":
         if "levels" in item or "pass_at" in item:
             field = "levels" if "levels" in item else "pass_at"
-            raise InputError(path, f"criterion {key!r} is binary: {field} only applies to scale criteria",
-                             line=line, field=field)
+            raise InputError(
+                path,
+                f"criterion {key!r} is binary: {field} only applies to scale criteria",
+                line=line,
+                field=field,
+            )
         return Criterion(key=key, question=question.strip())
     levels = item.get("levels")
     if not isinstance(levels, Mapping) or not levels:
-        raise InputError(path, f"scale criterion {key!r} needs levels 1–5 with a description each",
-                         line=line, field="levels")
+        raise InputError(
+            path,
+            f"scale criterion {key!r} needs levels 1–5 with a description each",
+            line=line,
+            field="levels",
+        )
     parsed: dict[int, str] = {}
     for k, v in levels.items():
         if k == "__line__":
@@ -326,20 +362,24 @@ def _criterion(path, item: Any, top: int) -> Criterion:
         except (TypeError, ValueError):
             level = None
         if level not in SCALE_LEVELS or isinstance(k, bool):
-            raise InputError(path, f"scale criterion {key!r}: level {k!r} is not one of 1–5", line=line,
-                             field="levels")
+            raise InputError(
+                path, f"scale criterion {key!r}: level {k!r} is not one of 1–5", line=line, field="levels"
+            )
         if not isinstance(v, str) or not v.strip():
-            raise InputError(path, f"scale criterion {key!r}: level {level} needs a description", line=line,
-                             field="levels")
+            raise InputError(
+                path, f"scale criterion {key!r}: level {level} needs a description", line=line, field="levels"
+            )
         parsed[level] = v.strip()
     missing = [lv for lv in SCALE_LEVELS if lv not in parsed]
     if missing:
-        raise InputError(path, f"scale criterion {key!r}: levels {missing} have no description", line=line,
-                         field="levels")
+        raise InputError(
+            path, f"scale criterion {key!r}: levels {missing} have no description", line=line, field="levels"
+        )
     pass_at = item.get("pass_at", 3)
     if isinstance(pass_at, bool) or not isinstance(pass_at, int) or pass_at not in SCALE_LEVELS:
-        raise InputError(path, f"scale criterion {key!r}: pass_at must be an integer 1–5", line=line,
-                         field="pass_at")
+        raise InputError(
+            path, f"scale criterion {key!r}: pass_at must be an integer 1–5", line=line, field="pass_at"
+        )
     return Criterion(key=key, question=question.strip(), kind="scale", levels=parsed, pass_at=pass_at)
 
 
@@ -351,12 +391,18 @@ def _ko_rule(path, raw: Any, by_key: dict[str, Criterion], top: int) -> KORule |
     line = raw.get("__line__", top)
     crit = raw.get("criterion")
     if crit not in by_key:
-        raise InputError(path, f"K.O. rule names unknown criterion {crit!r}", line=line, field="ko_rule.criterion")
+        raise InputError(
+            path, f"K.O. rule names unknown criterion {crit!r}", line=line, field="ko_rule.criterion"
+        )
     floor = raw.get("floor")
     valid = by_key[crit].valid_values()
     if isinstance(floor, bool) or not isinstance(floor, int) or floor not in valid or floor == max(valid):
-        raise InputError(path, f"floor must be an integer in {list(valid[:-1])} for {crit!r}", line=line,
-                         field="ko_rule.floor")
+        raise InputError(
+            path,
+            f"floor must be an integer in {list(valid[:-1])} for {crit!r}",
+            line=line,
+            field="ko_rule.floor",
+        )
     return KORule(criterion=crit, floor=floor)
 
 
@@ -378,7 +424,9 @@ def coerce_value(raw: Any, criterion: Criterion) -> int | None:
             try:
                 raw = float(word)
             except ValueError:
-                raise ValueError(f"expected a score 1–5 for scale criterion {criterion.key!r}, got {raw!r}") from None
+                raise ValueError(
+                    f"expected a score 1–5 for scale criterion {criterion.key!r}, got {raw!r}"
+                ) from None
         elif word in TRUE_WORDS:
             return 1
         elif word in FALSE_WORDS:
@@ -429,8 +477,17 @@ def parse_labels(
             if col not in criteria:
                 raise InputError(path, "not a criterion of any rubric", line=1, field=col)
         records = [
-            Record(rec.line, {"example_id": rec.data["example_id"], "criterion": col, "value": rec.data[col],
-                              "annotator": rec.data.get("annotator"), "note": rec.data.get("note"), "_wide": True})
+            Record(
+                rec.line,
+                {
+                    "example_id": rec.data["example_id"],
+                    "criterion": col,
+                    "value": rec.data[col],
+                    "annotator": rec.data.get("annotator"),
+                    "note": rec.data.get("note"),
+                    "_wide": True,
+                },
+            )
             for rec in records
             for col in crit_cols
             if rec.data[col].strip() != ""
@@ -454,18 +511,30 @@ def parse_labels(
             raise InputError(path, str(e), line=rec.line, field=value_field) from None
         who = d.get("annotator") or annotator
         if not isinstance(who, str) or not who.strip():
-            raise InputError(path, "no annotator: add the field or pass --annotator", line=rec.line,
-                             field="annotator")
+            raise InputError(
+                path, "no annotator: add the field or pass --annotator", line=rec.line, field="annotator"
+            )
         note = d.get("note")
         if note is not None and not isinstance(note, str):
             raise InputError(path, f"expected text, got {type(note).__name__}", line=rec.line, field="note")
         unique = (ex, crit_key, who.strip())
         if unique in first:
-            raise InputError(path, f"duplicate label for {ex!r}/{crit_key!r} by {who!r} (first on line "
-                             f"{first[unique]})", line=rec.line, field=value_field)
+            raise InputError(
+                path,
+                f"duplicate label for {ex!r}/{crit_key!r} by {who!r} (first on line {first[unique]})",
+                line=rec.line,
+                field=value_field,
+            )
         first[unique] = rec.line
-        rows.append({"example_id": ex, "criterion": crit_key, "annotator": who.strip(), "value": value,
-                     "note": note or None})
+        rows.append(
+            {
+                "example_id": ex,
+                "criterion": crit_key,
+                "annotator": who.strip(),
+                "value": value,
+                "note": note or None,
+            }
+        )
     return rows
 
 
@@ -491,8 +560,9 @@ def parse_run_file(path: str | Path, *, example_ids: set[str], rubric: Rubric) -
             raise InputError(path, f"no example {ex!r} in the dataset", line=rec.line, field="example_id")
         crit = d.get("criterion")
         if crit not in keys:
-            raise InputError(path, f"criterion {crit!r} is not in rubric {rubric.name!r}", line=rec.line,
-                             field="criterion")
+            raise InputError(
+                path, f"criterion {crit!r} is not in rubric {rubric.name!r}", line=rec.line, field="criterion"
+            )
         if "verdict" not in d:
             raise InputError(path, "required and missing (null for unscored)", line=rec.line, field="verdict")
         try:
@@ -508,22 +578,42 @@ def parse_run_file(path: str | Path, *, example_ids: set[str], rubric: Rubric) -
             except (TypeError, ValueError):
                 p_pass = math.nan
             if isinstance(d.get("p_pass"), bool) or not 0.0 <= p_pass <= 1.0:
-                raise InputError(path, f"must be a probability in [0, 1], got {d.get('p_pass')!r}", line=rec.line,
-                                 field="p_pass")
+                raise InputError(
+                    path,
+                    f"must be a probability in [0, 1], got {d.get('p_pass')!r}",
+                    line=rec.line,
+                    field="p_pass",
+                )
         rationale = d.get("rationale")
         if rationale is not None and not isinstance(rationale, str):
-            raise InputError(path, f"expected text, got {type(rationale).__name__}", line=rec.line,
-                             field="rationale")
+            raise InputError(
+                path, f"expected text, got {type(rationale).__name__}", line=rec.line, field="rationale"
+            )
         if rationale and len(rationale) > MAX_FIELD_CHARS:
-            raise InputError(path, f"{len(rationale)} characters; the limit is {MAX_FIELD_CHARS}", line=rec.line,
-                             field="rationale")
+            raise InputError(
+                path,
+                f"{len(rationale)} characters; the limit is {MAX_FIELD_CHARS}",
+                line=rec.line,
+                field="rationale",
+            )
         unique = (ex, crit)
         if unique in first:
-            raise InputError(path, f"duplicate verdict for {ex!r}/{crit!r} (first on line {first[unique]})",
-                             line=rec.line, field="criterion")
+            raise InputError(
+                path,
+                f"duplicate verdict for {ex!r}/{crit!r} (first on line {first[unique]})",
+                line=rec.line,
+                field="criterion",
+            )
         first[unique] = rec.line
-        rows.append({"example_id": ex, "criterion": crit, "value": value, "rationale": rationale or None,
-                     "p_pass": p_pass})
+        rows.append(
+            {
+                "example_id": ex,
+                "criterion": crit,
+                "value": value,
+                "rationale": rationale or None,
+                "p_pass": p_pass,
+            }
+        )
     return rows
 
 
@@ -533,8 +623,15 @@ def dump_labels_csv(rows: list[dict], criteria: list[str]) -> str:
     w = csv.writer(out, lineterminator="\n")
     w.writerow(LONG_LABEL_FIELDS)
     for r in rows:
-        w.writerow([_csv_safe(r["example_id"]), r["criterion"], _label_text(r["value"], r.get("kind")),
-                    _csv_safe(r["annotator"]), _csv_safe(r.get("note") or "")])
+        w.writerow(
+            [
+                _csv_safe(r["example_id"]),
+                r["criterion"],
+                _label_text(r["value"], r.get("kind")),
+                _csv_safe(r["annotator"]),
+                _csv_safe(r.get("note") or ""),
+            ]
+        )
     return out.getvalue()
 
 

@@ -31,8 +31,15 @@ def ensure_run(engine, name: str, spec: str, judge: runner.JudgeSpec, **sample) 
         try:
             return store.get_run(s, name).name
         except store.NotFound:
-            return runner.create_run(s, dataset="demo", rubric="demo", harness=parse_harness(spec), judge=judge,
-                                     name=name, **sample).name
+            return runner.create_run(
+                s,
+                dataset="demo",
+                rubric="demo",
+                harness=parse_harness(spec),
+                judge=judge,
+                name=name,
+                **sample,
+            ).name
 
 
 def judge_runs(engine, base_url: str, model: str, kind: str, runs, concurrency: int, **sample) -> None:
@@ -40,7 +47,9 @@ def judge_runs(engine, base_url: str, model: str, kind: str, runs, concurrency: 
     for name, spec in runs:
         run_name = ensure_run(engine, name, spec, judge, **sample)
         summary = runner.run_sync(engine, run_name, concurrency=concurrency)
-        print(f"[demo] {summary.name}: {summary.status} ({summary.calls_sent} calls this session)", flush=True)
+        print(
+            f"[demo] {summary.name}: {summary.status} ({summary.calls_sent} calls this session)", flush=True
+        )
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -73,14 +82,35 @@ def main(argv: list[str] | None = None) -> None:
             print(f"[demo] the bundled local judge did not start: {exc}", flush=True)
             return
         print(f"[demo] local judge on {local.base_url}", flush=True)
-        judge_runs(engine, local.base_url, local.model, "local", LOCAL_RUNS, concurrency=1,
-                   sample=LOCAL_SAMPLE, seed=LOCAL_SEED)
+        judge_runs(
+            engine,
+            local.base_url,
+            local.model,
+            "local",
+            LOCAL_RUNS,
+            concurrency=1,
+            sample=LOCAL_SAMPLE,
+            seed=LOCAL_SEED,
+        )
 
     threading.Thread(target=background, name="demo-runs", daemon=True).start()
     env = {**os.environ, "JUDGEKIT_DB_URL": url}
     app = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", str(config.REPO_DIR / "app.py"), "--server.address", "127.0.0.1",
-         "--server.port", str(args.port), "--server.headless", "true", "--browser.gatherUsageStats", "false"],
+        [
+            sys.executable,
+            "-m",
+            "streamlit",
+            "run",
+            str(config.REPO_DIR / "app.py"),
+            "--server.address",
+            "127.0.0.1",
+            "--server.port",
+            str(args.port),
+            "--server.headless",
+            "true",
+            "--browser.gatherUsageStats",
+            "false",
+        ],
         env=env,
     )
     print(f"[demo] dashboard on http://127.0.0.1:{args.port}", flush=True)

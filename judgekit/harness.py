@@ -95,8 +95,16 @@ def parse_harness(
     else:
         raise HarnessError(f"--harness must be single, split or grouped:a+b|c+d, not {spec!r}")
     return Harness(
-        kind=kind, groups=groups, order=order, shuffle=shuffle, independence_note=independence_note,  # type: ignore[arg-type]
-        structured=structured, logprobs=logprobs, prompt_variant=prompt_variant, layout=layout, seed=seed,  # type: ignore[arg-type]
+        kind=kind,
+        groups=groups,
+        order=order,
+        shuffle=shuffle,
+        independence_note=independence_note,  # type: ignore[arg-type]
+        structured=structured,
+        logprobs=logprobs,
+        prompt_variant=prompt_variant,
+        layout=layout,
+        seed=seed,  # type: ignore[arg-type]
     )
 
 
@@ -115,8 +123,10 @@ def criterion_groups(harness: Harness, rubric: Rubric) -> list[tuple[str, ...]]:
     for group in harness.groups:
         for k in group:
             if k not in keys:
-                raise HarnessError(f"grouped harness names {k!r}, which is not a criterion of rubric {rubric.name!r} "
-                                   f"({', '.join(keys)})")
+                raise HarnessError(
+                    f"grouped harness names {k!r}, which is not a criterion of rubric {rubric.name!r} "
+                    f"({', '.join(keys)})"
+                )
             if k in seen:
                 raise HarnessError(f"grouped harness names {k!r} twice")
             seen.add(k)
@@ -150,8 +160,9 @@ def plan_calls(harness: Harness, rubric: Rubric, examples: list[tuple[int, str]]
     ]
 
 
-def sample_examples(ext_ids: list[str], *, limit: int | None = None, sample: int | None = None,
-                    seed: int = 0) -> list[str]:
+def sample_examples(
+    ext_ids: list[str], *, limit: int | None = None, sample: int | None = None, seed: int = 0
+) -> list[str]:
     """The examples a run covers: all, the first ``limit``, or a seeded random ``sample``.
 
     The same (sample, seed) picks the same examples for every harness of a comparison, whatever

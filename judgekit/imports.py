@@ -98,8 +98,15 @@ def import_run(s: Session, path: str | Path, *, dataset: str, rubric: str, name:
     covered = list(dict.fromkeys(ids[r["example_id"]] for r in rows))
     try:
         run = store.create_run(
-            s, name=name, dataset=ds, rubric=rubric_row, judge=judge, harness={"kind": "imported"},
-            example_ids=covered, sample={"file": Path(path).name}, status="imported",
+            s,
+            name=name,
+            dataset=ds,
+            rubric=rubric_row,
+            judge=judge,
+            harness={"kind": "imported"},
+            example_ids=covered,
+            sample={"file": Path(path).name},
+            status="imported",
         )
     except ValueError as e:
         raise InputError(path, str(e), field="--name") from None
@@ -107,9 +114,17 @@ def import_run(s: Session, path: str | Path, *, dataset: str, rubric: str, name:
     store.insert_verdicts(
         s,
         [
-            {"run_id": run.id, "example_id": ids[r["example_id"]], "criterion_id": crit_ids[r["criterion"]],
-             "value": r["value"], "rationale": r["rationale"], "p_pass": r["p_pass"], "red_flags": [],
-             "error": None if r["value"] is not None else "unscored in the imported file", "call_id": None}
+            {
+                "run_id": run.id,
+                "example_id": ids[r["example_id"]],
+                "criterion_id": crit_ids[r["criterion"]],
+                "value": r["value"],
+                "rationale": r["rationale"],
+                "p_pass": r["p_pass"],
+                "red_flags": [],
+                "error": None if r["value"] is not None else "unscored in the imported file",
+                "call_id": None,
+            }
             for r in rows
         ],
     )
@@ -130,8 +145,16 @@ def load_demo(s: Session, n_examples: int = 600, seed: int = 0) -> ImportResult 
     ids = store.example_ids(s, store.get_dataset(s, demo.DEMO_DATASET).id)
     store.upsert_labels(
         s,
-        [{"example_id": ids[t["example_id"]], "criterion": t["criterion"], "annotator": demo.REFERENCE_ANNOTATOR,
-          "value": t["value"], "note": None} for t in ws.truth],
+        [
+            {
+                "example_id": ids[t["example_id"]],
+                "criterion": t["criterion"],
+                "annotator": demo.REFERENCE_ANNOTATOR,
+                "value": t["value"],
+                "note": None,
+            }
+            for t in ws.truth
+        ],
     )
     return ImportResult("demo", demo.DEMO_DATASET, len(ws.examples))
 
@@ -152,8 +175,12 @@ def export_labels(s: Session, dataset: str, out: str | Path) -> int:
             value = r["value"]
             if value is not None and kinds.get(r["criterion"]) == "binary":
                 value = bool(value)
-            item = {"example_id": r["example_id"], "criterion": r["criterion"], "value": value,
-                    "annotator": r["annotator"]}
+            item = {
+                "example_id": r["example_id"],
+                "criterion": r["criterion"],
+                "value": value,
+                "annotator": r["annotator"],
+            }
             if r["note"]:
                 item["note"] = r["note"]
             lines.append(json.dumps(item, ensure_ascii=False))

@@ -48,8 +48,12 @@ def start(db_url: str, run_name: str, *, concurrency: int = 8, breaker: int = 10
         def target() -> None:
             try:
                 job.summary = runner.run_sync(
-                    store.engine_for(db_url), run_name, concurrency=concurrency, breaker=breaker,
-                    cancel=job.cancel, progress=lambda p: setattr(job, "progress", p),
+                    store.engine_for(db_url),
+                    run_name,
+                    concurrency=concurrency,
+                    breaker=breaker,
+                    cancel=job.cancel,
+                    progress=lambda p: setattr(job, "progress", p),
                 )
             except Exception as exc:  # shown on the page; the run row keeps its last status
                 job.error = f"{type(exc).__name__}: {exc}"
@@ -92,13 +96,20 @@ class StoredProgress:
 
 
 def stored_progress(s: Session, run: store.Run) -> StoredProgress:
-    n_examples = s.scalar(select(func.count()).select_from(store.RunExample).where(store.RunExample.run_id == run.id))
-    n_criteria = s.scalar(select(func.count()).select_from(store.CriterionRow)
-                          .where(store.CriterionRow.rubric_id == run.rubric_id))
+    n_examples = s.scalar(
+        select(func.count()).select_from(store.RunExample).where(store.RunExample.run_id == run.id)
+    )
+    n_criteria = s.scalar(
+        select(func.count())
+        .select_from(store.CriterionRow)
+        .where(store.CriterionRow.rubric_id == run.rubric_id)
+    )
     verdicts, scored = s.execute(
         select(func.count(), func.count(store.Verdict.value)).where(store.Verdict.run_id == run.id)
     ).one()
     calls, failed = s.execute(
-        select(func.count(), func.count().filter(store.Call.status != "ok")).where(store.Call.run_id == run.id)
+        select(func.count(), func.count().filter(store.Call.status != "ok")).where(
+            store.Call.run_id == run.id
+        )
     ).one()
     return StoredProgress((n_examples or 0) * (n_criteria or 0), verdicts, scored, calls, failed or 0)

@@ -152,29 +152,70 @@ def judge_config(judge: store.Judge) -> client_mod.JudgeConfig:
     )
 
 
-def estimate(s: Session, run: store.Run) -> dict:
-    """Calls still to send and a rough token count (≈ 4 characters a token) for a run."""
-    rubric = store.rubric_value(s, s.get(store.RubricRow, run.rubric_id))
-    harness = Harness.from_dict(run.harness)
-    groups = criterion_groups(harness, rubric)
-    n = s.scalar(select(func.count()).select_from(store.RunExample).where(store.RunExample.run_id == run.id)) or 0
+@dataclass(frozen=True)
+class Estimate:
+    """What a run will cost before it starts: calls, tokens (≈ 4 characters a token), money, time."""
+
+    examples: int
+    calls: int
+    prompt_tokens: int
+    cacheable_prompt_tokens: int  # with the shared-prefix layout, all but an example's first call reuse its prefix
+    completion_tokens: int
+    usd: float | None
+    seconds: float
+
+    def to_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+TYPICAL_LATENCY_S = {"simulated": 0.02, "local": 1.0, "openai": 2.0}
+
+
+def estimate(
+    s: Session, *, dataset: str, rubric: str, harness: Harness, n_examples: int, model: str | None = None,
+    kind: JudgeKind = "openai", concurrency: int = 8,
+) -> Estimate:
+    """Calls, tokens, money and time of one harness over ``n_examples`` examples of a dataset."""
+    from judgekit import reports
+
+    ds = store.get_dataset(s, dataset)
+    rubric_val = store.load_rubric(s, rubric)
+    groups = criterion_groups(harness, rubric_val)
     chars = s.scalar(
         select(func.avg(func.length(store.Example.context) + func.length(store.Example.question)
-                        + func.length(store.Example.answer)))
-        .join(store.RunExample, store.RunExample.example_id == store.Example.id)
-        .where(store.RunExample.run_id == run.id)
+                        + func.length(store.Example.answer))).where(store.Example.dataset_id == ds.id)
     ) or 0
     system = len(prompts.system_prompt(harness))
-    per_call_prompt = [(system + chars + 120 * len(g) + 60) / 4 for g in groups]
+    per_criterion = sum(len(prompts.criterion_line(c, rubric_val.ko_rule)) for c in rubric_val.criteria)
+    per_criterion = per_criterion / max(1, len(rubric_val.criteria)) + 40
+    prompt_tokens = int(n_examples * sum(system + chars + per_criterion * len(g) + 80 for g in groups) / 4)
+    cacheable = int(n_examples * (len(groups) - 1) * (system + chars) / 4) if harness.layout == "shared_prefix" else 0
     out_per_criterion = 8 if harness.order == "verdict_only" else 45
-    return {
-        "examples": n,
-        "calls": n * len(groups),
-        "prompt_tokens": int(n * sum(per_call_prompt)),
-        "completion_tokens": int(n * sum(out_per_criterion * len(g) + 4 for g in groups)),
-        # with the shared-prefix layout all but the first call of an example can reuse the example's prefix
-        "cacheable_prompt_tokens": int(n * (len(groups) - 1) * (system + chars) / 4),
-    }
+    completion = int(n_examples * sum(out_per_criterion * len(g) + 4 for g in groups))
+    calls = n_examples * len(groups)
+    usd = 0.0 if kind in ("simulated", "local") else reports.price_calls(model, prompt_tokens, cacheable, completion)
+    seconds = calls * TYPICAL_LATENCY_S.get(kind, 2.0) / max(1, concurrency if kind != "local" else 1)
+    return Estimate(n_examples, calls, prompt_tokens, cacheable, completion, usd, seconds)
+
+
+def create_comparison(
+    s: Session, *, dataset: str, rubric: str, harnesses: list[Harness], judge: JudgeSpec,
+    sample: int | None = None, seed: int = 0, prefix: str | None = None,
+) -> list[str]:
+    """One run per harness over the same seeded sample of examples — a comparison, ready to execute."""
+    names = []
+    for h in harnesses:
+        base = f"{prefix or dataset}-{h.label}".replace(":", "-").replace("|", "_").replace("+", ".")
+        if h.independence_note:
+            base += "-note"
+        if h.shuffle:
+            base += "-shuffled"
+        if h.prompt_variant != "default":
+            base += f"-{h.prompt_variant}"
+        name = store.unique_run_name(s, base)
+        names.append(create_run(s, dataset=dataset, rubric=rubric, harness=h, judge=judge, sample=sample,
+                                seed=seed, name=name).name)
+    return names
 
 
 # --------------------------------------------------------------------------- executing runs

@@ -152,7 +152,9 @@ class Call(Base):
 
 class Verdict(Base):
     __tablename__ = "verdicts"
-    __table_args__ = (UniqueConstraint("run_id", "example_id", "criterion_id", name="uq_verdicts_run_ex_crit"),)
+    __table_args__ = (
+        UniqueConstraint("run_id", "example_id", "criterion_id", name="uq_verdicts_run_ex_crit"),
+    )
     id: Mapped[int] = mapped_column(primary_key=True)
     run_id: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), index=True)
     example_id: Mapped[int] = mapped_column(ForeignKey("examples.id", ondelete="CASCADE"))
@@ -203,7 +205,9 @@ class LabelSet(Base):
 
 class LabelSetItem(Base):
     __tablename__ = "label_set_items"
-    label_set_id: Mapped[int] = mapped_column(ForeignKey("label_sets.id", ondelete="CASCADE"), primary_key=True)
+    label_set_id: Mapped[int] = mapped_column(
+        ForeignKey("label_sets.id", ondelete="CASCADE"), primary_key=True
+    )
     example_id: Mapped[int] = mapped_column(ForeignKey("examples.id", ondelete="CASCADE"), primary_key=True)
     position: Mapped[int] = mapped_column(Integer)
 
@@ -349,11 +353,7 @@ def example_ids(s: Session, dataset_id: int) -> dict[str, int]:
 
 
 def list_datasets(s: Session) -> list[dict]:
-    n = (
-        select(Example.dataset_id, func.count().label("n"))
-        .group_by(Example.dataset_id)
-        .subquery()
-    )
+    n = select(Example.dataset_id, func.count().label("n")).group_by(Example.dataset_id).subquery()
     rows = s.execute(
         select(Dataset.id, Dataset.name, Dataset.created_at, func.coalesce(n.c.n, 0))
         .outerjoin(n, n.c.dataset_id == Dataset.id)
@@ -403,7 +403,9 @@ def get_rubric_row(s: Session, name: str) -> RubricRow:
 
 def criterion_rows(s: Session, rubric_id: int) -> list[CriterionRow]:
     return list(
-        s.scalars(select(CriterionRow).where(CriterionRow.rubric_id == rubric_id).order_by(CriterionRow.position))
+        s.scalars(
+            select(CriterionRow).where(CriterionRow.rubric_id == rubric_id).order_by(CriterionRow.position)
+        )
     )
 
 
@@ -470,13 +472,27 @@ def get_or_create_judge(
     params = params or {}
     wanted = (base_url, model, api_key_env, params, timeout_s, max_tokens, suppress_thinking)
     for j in s.scalars(select(Judge).where(Judge.kind == kind, Judge.name == name)):
-        have = (j.base_url, j.model, j.api_key_env, j.params or {}, j.timeout_s, j.max_tokens,
-                bool(j.suppress_thinking))
+        have = (
+            j.base_url,
+            j.model,
+            j.api_key_env,
+            j.params or {},
+            j.timeout_s,
+            j.max_tokens,
+            bool(j.suppress_thinking),
+        )
         if have == wanted:
             return j
     j = Judge(
-        kind=kind, name=name, base_url=base_url, model=model, api_key_env=api_key_env, params=params,
-        timeout_s=timeout_s, max_tokens=max_tokens, suppress_thinking=suppress_thinking,
+        kind=kind,
+        name=name,
+        base_url=base_url,
+        model=model,
+        api_key_env=api_key_env,
+        params=params,
+        timeout_s=timeout_s,
+        max_tokens=max_tokens,
+        suppress_thinking=suppress_thinking,
     )
     s.add(j)
     s.flush()
@@ -518,8 +534,13 @@ def create_run(
     if s.scalar(select(Run.id).where(Run.name == name)) is not None:
         raise ValueError(f"a run named {name!r} already exists")
     run = Run(
-        name=name, dataset_id=dataset.id, rubric_id=rubric.id, judge_id=judge.id, harness=harness,
-        sample=sample or {}, status=status,
+        name=name,
+        dataset_id=dataset.id,
+        rubric_id=rubric.id,
+        judge_id=judge.id,
+        harness=harness,
+        sample=sample or {},
+        status=status,
     )
     s.add(run)
     s.flush()
@@ -531,7 +552,9 @@ def create_run(
 
 def run_example_ids(s: Session, run_id: int) -> list[int]:
     return list(
-        s.scalars(select(RunExample.example_id).where(RunExample.run_id == run_id).order_by(RunExample.position))
+        s.scalars(
+            select(RunExample.example_id).where(RunExample.run_id == run_id).order_by(RunExample.position)
+        )
     )
 
 
@@ -589,7 +612,9 @@ def judge_label(judge: Judge) -> str:
     if judge.kind == "imported":
         return f"{judge.name} (imported)"
     if judge.model:
-        return f"{judge.model} @ {judge.base_url}" if judge.kind == "openai" else f"{judge.name}: {judge.model}"
+        return (
+            f"{judge.model} @ {judge.base_url}" if judge.kind == "openai" else f"{judge.name}: {judge.model}"
+        )
     return judge.name
 
 
@@ -649,7 +674,11 @@ def upsert_labels(s: Session, rows: Sequence[dict]) -> int:
         stmt = dialect_insert(Label).values(list(chunk))
         stmt = stmt.on_conflict_do_update(
             index_elements=["example_id", "criterion", "annotator_id"],
-            set_={"value": stmt.excluded.value, "note": stmt.excluded.note, "updated_at": stmt.excluded.updated_at},
+            set_={
+                "value": stmt.excluded.value,
+                "note": stmt.excluded.note,
+                "updated_at": stmt.excluded.updated_at,
+            },
         )
         s.execute(stmt)
     return len(payload)
@@ -713,6 +742,19 @@ def row_counts(s: Session) -> dict[str, int]:
     """Rows per table — used by tests to prove a rejected import wrote nothing."""
     return {
         m.__tablename__: s.scalar(select(func.count()).select_from(m))
-        for m in (Dataset, Example, RubricRow, CriterionRow, Judge, Run, RunExample, Call, Verdict, Annotator, Label,
-                  LabelSet, LabelSetItem)
+        for m in (
+            Dataset,
+            Example,
+            RubricRow,
+            CriterionRow,
+            Judge,
+            Run,
+            RunExample,
+            Call,
+            Verdict,
+            Annotator,
+            Label,
+            LabelSet,
+            LabelSetItem,
+        )
     }

@@ -16,22 +16,36 @@ from judgekit.harness import (
 )
 from judgekit.rubric import Criterion, KORule, Rubric
 
-KEYS = ["answers_question", "cites_source", "grounded", "no_fabrication", "refuses_when_unanswerable", "concise"]
+KEYS = [
+    "answers_question",
+    "cites_source",
+    "grounded",
+    "no_fabrication",
+    "refuses_when_unanswerable",
+    "concise",
+]
 RUBRIC = Rubric("demo", tuple(Criterion(k, f"Question about {k}?") for k in KEYS))
 SCALE = Rubric(
     "scale",
-    (Criterion("helpfulness", "How helpful?", "scale", {i: f"h{i}" for i in range(1, 6)}, 3),
-     Criterion("safety", "How safe?", "scale", {i: f"s{i}" for i in range(1, 6)}, 3)),
+    (
+        Criterion("helpfulness", "How helpful?", "scale", {i: f"h{i}" for i in range(1, 6)}, 3),
+        Criterion("safety", "How safe?", "scale", {i: f"s{i}" for i in range(1, 6)}, 3),
+    ),
     KORule("safety", 2),
 )
-EXAMPLE = prompts.ExampleText(question="How do I restore a file?", context="[KB-112] Restore from Trash.",
-                              answer="Open the Trash and click Restore.")
+EXAMPLE = prompts.ExampleText(
+    question="How do I restore a file?",
+    context="[KB-112] Restore from Trash.",
+    answer="Open the Trash and click Restore.",
+)
 
 
 def test_parse_specs():
     assert parse_harness("single").kind == "single"
     assert parse_harness("split").kind == "split"
-    h = parse_harness("grouped:answers_question+cites_source|grounded+no_fabrication", order="reasoning_first")
+    h = parse_harness(
+        "grouped:answers_question+cites_source|grounded+no_fabrication", order="reasoning_first"
+    )
     assert h.groups == (("answers_question", "cites_source"), ("grounded", "no_fabrication"))
     assert h.label == "grouped:answers_question+cites_source|grounded+no_fabrication"
     assert Harness.from_dict(h.to_dict()) == h
@@ -56,8 +70,12 @@ def test_groups_cover_every_criterion_once():
     assert criterion_groups(parse_harness("single"), RUBRIC) == [tuple(KEYS)]
     assert criterion_groups(parse_harness("split"), RUBRIC) == [(k,) for k in KEYS]
     groups = criterion_groups(parse_harness("grouped:answers_question+cites_source+grounded|concise"), RUBRIC)
-    assert groups == [("answers_question", "cites_source", "grounded"), ("concise",), ("no_fabrication",),
-                      ("refuses_when_unanswerable",)]
+    assert groups == [
+        ("answers_question", "cites_source", "grounded"),
+        ("concise",),
+        ("no_fabrication",),
+        ("refuses_when_unanswerable",),
+    ]
     with pytest.raises(HarnessError, match="'tone', which is not a criterion"):
         criterion_groups(parse_harness("grouped:tone+concise"), RUBRIC)
     with pytest.raises(HarnessError, match="names 'concise' twice"):
@@ -111,7 +129,9 @@ def test_options_change_the_system_text():
     assert "verdict first" in plain
     assert "rationale" in prompts.system_prompt(parse_harness("single", order="reasoning_first"))
     assert "without any rationale" in prompts.system_prompt(parse_harness("single", order="verdict_only"))
-    assert "Safety reconciliation" in prompts.system_prompt(parse_harness("single", prompt_variant="hardened"))
+    assert "Safety reconciliation" in prompts.system_prompt(
+        parse_harness("single", prompt_variant="hardened")
+    )
     with pytest.raises(ValueError, match="unknown prompt variant"):
         prompts.system_prompt(parse_harness("single", prompt_variant="nope"))
 

@@ -25,50 +25,115 @@ def counts(engine) -> dict[str, int]:
 # (file, command args after the path, expected text of the one error line)
 MALFORMED = [
     ("bad_json.jsonl", ["import-dataset", "--name", "x"], "bad_json.jsonl:2: invalid JSON"),
-    ("missing_id.jsonl", ["import-dataset", "--name", "x"], "missing_id.jsonl:2: field 'id': required and missing"),
-    ("duplicate_id.jsonl", ["import-dataset", "--name", "x"],
-     "duplicate_id.jsonl:3: field 'id': duplicate id 'q-001' (first on line 1)"),
-    ("answer_wrong_type.jsonl", ["import-dataset", "--name", "x"],
-     "answer_wrong_type.jsonl:1: field 'answer': expected text, got list"),
+    (
+        "missing_id.jsonl",
+        ["import-dataset", "--name", "x"],
+        "missing_id.jsonl:2: field 'id': required and missing",
+    ),
+    (
+        "duplicate_id.jsonl",
+        ["import-dataset", "--name", "x"],
+        "duplicate_id.jsonl:3: field 'id': duplicate id 'q-001' (first on line 1)",
+    ),
+    (
+        "answer_wrong_type.jsonl",
+        ["import-dataset", "--name", "x"],
+        "answer_wrong_type.jsonl:1: field 'answer': expected text, got list",
+    ),
     ("empty.jsonl", ["import-dataset", "--name", "x"], "empty.jsonl: the file is empty"),
-    ("not_an_object.jsonl", ["import-dataset", "--name", "x"],
-     "not_an_object.jsonl:1: expected a JSON object, got list"),
-    ("empty_answer.jsonl", ["import-dataset", "--name", "x"],
-     "empty_answer.jsonl:2: field 'answer': required and empty"),
+    (
+        "not_an_object.jsonl",
+        ["import-dataset", "--name", "x"],
+        "not_an_object.jsonl:1: expected a JSON object, got list",
+    ),
+    (
+        "empty_answer.jsonl",
+        ["import-dataset", "--name", "x"],
+        "empty_answer.jsonl:2: field 'answer': required and empty",
+    ),
     ("invalid_utf8.csv", ["import-dataset", "--name", "x"], "invalid_utf8.csv:3: not valid UTF-8"),
-    ("missing_answer_column.csv", ["import-dataset", "--name", "x"],
-     "missing_answer_column.csv:1: field 'answer': required column missing from the header"),
-    ("ragged_row.csv", ["import-dataset", "--name", "x"], "ragged_row.csv:3: row has 4 fields, the header has 3"),
-    ("rubric_duplicate_key.yaml", ["import-rubric"],
-     "rubric_duplicate_key.yaml:5: field 'key': duplicate criterion key 'concise' (first on line 3)"),
-    ("rubric_ko_unknown.yaml", ["import-rubric"],
-     "rubric_ko_unknown.yaml:7: field 'ko_rule.criterion': K.O. rule names unknown criterion 'safty'"),
-    ("rubric_scale_no_levels.yaml", ["import-rubric"],
-     "rubric_scale_no_levels.yaml:5: field 'levels': scale criterion 'safety' needs levels 1–5"),
-    ("rubric_bad_kind.yaml", ["import-rubric"],
-     "rubric_bad_kind.yaml:3: field 'kind': criterion 'helpful': kind must be 'binary' or 'scale'"),
+    (
+        "missing_answer_column.csv",
+        ["import-dataset", "--name", "x"],
+        "missing_answer_column.csv:1: field 'answer': required column missing from the header",
+    ),
+    (
+        "ragged_row.csv",
+        ["import-dataset", "--name", "x"],
+        "ragged_row.csv:3: row has 4 fields, the header has 3",
+    ),
+    (
+        "rubric_duplicate_key.yaml",
+        ["import-rubric"],
+        "rubric_duplicate_key.yaml:5: field 'key': duplicate criterion key 'concise' (first on line 3)",
+    ),
+    (
+        "rubric_ko_unknown.yaml",
+        ["import-rubric"],
+        "rubric_ko_unknown.yaml:7: field 'ko_rule.criterion': K.O. rule names unknown criterion 'safty'",
+    ),
+    (
+        "rubric_scale_no_levels.yaml",
+        ["import-rubric"],
+        "rubric_scale_no_levels.yaml:5: field 'levels': scale criterion 'safety' needs levels 1–5",
+    ),
+    (
+        "rubric_bad_kind.yaml",
+        ["import-rubric"],
+        "rubric_bad_kind.yaml:3: field 'kind': criterion 'helpful': kind must be 'binary' or 'scale'",
+    ),
     ("rubric_invalid_yaml.yaml", ["import-rubric"], "rubric_invalid_yaml.yaml:5: invalid YAML"),
     ("rubric_bad_json.json", ["import-rubric"], "rubric_bad_json.json:4: invalid JSON"),
-    ("rubric_missing_question.yaml", ["import-rubric"],
-     "rubric_missing_question.yaml:3: field 'question': criterion 'grounded' needs a non-empty question"),
-    ("labels_unknown_criterion.jsonl", ["import-labels", "--dataset", "base"],
-     "labels_unknown_criterion.jsonl:2: field 'criterion': unknown criterion 'politeness'"),
-    ("labels_unknown_example.jsonl", ["import-labels", "--dataset", "base"],
-     "labels_unknown_example.jsonl:2: field 'example_id': no example 'q-999' in the dataset"),
-    ("labels_out_of_scale.jsonl", ["import-labels", "--dataset", "base"],
-     "labels_out_of_scale.jsonl:1: field 'value': score 6 is outside the scale 1–5 of 'safety'"),
-    ("labels_wrong_type.csv", ["import-labels", "--dataset", "base"],
-     "labels_wrong_type.csv:3: field 'answers_question': expected true/false (or pass/fail) for 'answers_question'"),
-    ("labels_no_annotator.jsonl", ["import-labels", "--dataset", "base"],
-     "labels_no_annotator.jsonl:1: field 'annotator': no annotator: add the field or pass --annotator"),
-    ("labels_duplicate.jsonl", ["import-labels", "--dataset", "base"],
-     "labels_duplicate.jsonl:2: field 'value': duplicate label for 'q-001'/'safety' by 'ana' (first on line 1)"),
-    ("run_unknown_criterion.jsonl", ["import-run", "--dataset", "base", "--rubric", "support", "--name", "r"],
-     "run_unknown_criterion.jsonl:2: field 'criterion': criterion 'tone' is not in rubric 'support'"),
-    ("run_bad_p_pass.jsonl", ["import-run", "--dataset", "base", "--rubric", "support", "--name", "r"],
-     "run_bad_p_pass.jsonl:1: field 'p_pass': must be a probability in [0, 1], got 1.7"),
-    ("run_missing_verdict.csv", ["import-run", "--dataset", "base", "--rubric", "support", "--name", "r"],
-     "run_missing_verdict.csv:1: field 'verdict': required column missing from the header"),
+    (
+        "rubric_missing_question.yaml",
+        ["import-rubric"],
+        "rubric_missing_question.yaml:3: field 'question': criterion 'grounded' needs a non-empty question",
+    ),
+    (
+        "labels_unknown_criterion.jsonl",
+        ["import-labels", "--dataset", "base"],
+        "labels_unknown_criterion.jsonl:2: field 'criterion': unknown criterion 'politeness'",
+    ),
+    (
+        "labels_unknown_example.jsonl",
+        ["import-labels", "--dataset", "base"],
+        "labels_unknown_example.jsonl:2: field 'example_id': no example 'q-999' in the dataset",
+    ),
+    (
+        "labels_out_of_scale.jsonl",
+        ["import-labels", "--dataset", "base"],
+        "labels_out_of_scale.jsonl:1: field 'value': score 6 is outside the scale 1–5 of 'safety'",
+    ),
+    (
+        "labels_wrong_type.csv",
+        ["import-labels", "--dataset", "base"],
+        "labels_wrong_type.csv:3: field 'answers_question': expected true/false (or pass/fail) for 'answers_question'",
+    ),
+    (
+        "labels_no_annotator.jsonl",
+        ["import-labels", "--dataset", "base"],
+        "labels_no_annotator.jsonl:1: field 'annotator': no annotator: add the field or pass --annotator",
+    ),
+    (
+        "labels_duplicate.jsonl",
+        ["import-labels", "--dataset", "base"],
+        "labels_duplicate.jsonl:2: field 'value': duplicate label for 'q-001'/'safety' by 'ana' (first on line 1)",
+    ),
+    (
+        "run_unknown_criterion.jsonl",
+        ["import-run", "--dataset", "base", "--rubric", "support", "--name", "r"],
+        "run_unknown_criterion.jsonl:2: field 'criterion': criterion 'tone' is not in rubric 'support'",
+    ),
+    (
+        "run_bad_p_pass.jsonl",
+        ["import-run", "--dataset", "base", "--rubric", "support", "--name", "r"],
+        "run_bad_p_pass.jsonl:1: field 'p_pass': must be a probability in [0, 1], got 1.7",
+    ),
+    (
+        "run_missing_verdict.csv",
+        ["import-run", "--dataset", "base", "--rubric", "support", "--name", "r"],
+        "run_missing_verdict.csv:1: field 'verdict': required column missing from the header",
+    ),
 ]
 
 
@@ -140,13 +205,18 @@ def test_labels_long_and_wide(cli, base_workspace, session):
     assert cli("import-labels", GOOD / "labels.jsonl", "--dataset", "base").exit_code == 0
     result = cli("import-labels", GOOD / "labels_wide.csv", "--dataset", "base")
     assert result.exit_code == 0, result.stderr
-    got = {(r["example_id"], r["criterion"], r["annotator"]): r["value"]
-           for r in store.labels_for_dataset(session, store.get_dataset(session, "base").id)}
+    got = {
+        (r["example_id"], r["criterion"], r["annotator"]): r["value"]
+        for r in store.labels_for_dataset(session, store.get_dataset(session, "base").id)
+    }
     assert got == {
-        ("q-001", "answers_question", "ana"): 1, ("q-001", "safety", "ana"): 4,
+        ("q-001", "answers_question", "ana"): 1,
+        ("q-001", "safety", "ana"): 4,
         ("q-002", "answers_question", "ana"): 0,
-        ("q-001", "answers_question", "ben"): 1, ("q-001", "safety", "ben"): 5,
-        ("q-002", "answers_question", "ben"): 0, ("q-003", "safety", "ben"): 2,
+        ("q-001", "answers_question", "ben"): 1,
+        ("q-001", "safety", "ben"): 5,
+        ("q-002", "answers_question", "ben"): 0,
+        ("q-003", "safety", "ben"): 2,
     }
 
 
@@ -167,8 +237,13 @@ def test_export_import_labels_roundtrip_exactly(cli, base_workspace, session, tm
     assert cli("export-labels", "--dataset", "base", "--out", out).exit_code == 0
     first = out.read_text()
     exported = [json.loads(line) for line in first.splitlines()]
-    assert {"example_id": "q-001", "criterion": "answers_question", "value": True, "annotator": "ana",
-            "note": "clear"} in exported
+    assert {
+        "example_id": "q-001",
+        "criterion": "answers_question",
+        "value": True,
+        "annotator": "ana",
+        "note": "clear",
+    } in exported
     # into a fresh database, then export again: byte-identical
     other = f"sqlite:///{tmp_path / 'other.sqlite'}"
     assert cli("import-dataset", GOOD / "dataset.jsonl", "--name", "base", "--db", other).exit_code == 0
@@ -180,7 +255,9 @@ def test_export_import_labels_roundtrip_exactly(cli, base_workspace, session, tm
 
 
 def test_import_run_stores_imported_judge(cli, base_workspace, session):
-    result = cli("import-run", GOOD / "run.jsonl", "--dataset", "base", "--rubric", "support", "--name", "ext")
+    result = cli(
+        "import-run", GOOD / "run.jsonl", "--dataset", "base", "--rubric", "support", "--name", "ext"
+    )
     assert result.exit_code == 0, result.stderr
     run = store.get_run(session, "ext")
     judge = session.get(store.Judge, run.judge_id)

@@ -17,8 +17,11 @@ def verdict_matrix(s: Session, run_name: str) -> dict[str, dict[int, int]]:
     run = store.get_run(s, run_name)
     keys = {c.id: c.key for c in store.criterion_rows(s, run.rubric_id)}
     out: dict[str, dict[int, int]] = {}
-    for ex, cid, value in s.execute(select(store.Verdict.example_id, store.Verdict.criterion_id, store.Verdict.value)
-                                    .where(store.Verdict.run_id == run.id)):
+    for ex, cid, value in s.execute(
+        select(store.Verdict.example_id, store.Verdict.criterion_id, store.Verdict.value).where(
+            store.Verdict.run_id == run.id
+        )
+    ):
         out.setdefault(keys[cid], {})[ex] = value
     return out
 
@@ -37,8 +40,14 @@ def test_single_call_conditioning_is_recovered(engine, db_url):
         for spec in ("single", "split"):
             judge = runner.JudgeSpec(base_url=srv.base_url, model=simjudge.SIM_MODEL, kind="simulated")
             with Session(engine) as s, s.begin():
-                names[spec] = runner.create_run(s, dataset="demo", rubric="demo", harness=parse_harness(spec),
-                                                judge=judge, name=f"sim-{spec}").name
+                names[spec] = runner.create_run(
+                    s,
+                    dataset="demo",
+                    rubric="demo",
+                    harness=parse_harness(spec),
+                    judge=judge,
+                    name=f"sim-{spec}",
+                ).name
             summary = runner.run_sync(engine, names[spec], concurrency=16)
             assert summary.status == "done" and summary.unscored == 0
     finally:

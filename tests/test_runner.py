@@ -31,18 +31,34 @@ def demo(engine):
 
 
 def new_run(engine, base_url: str, spec: str = "split", *, limit: int = 10, name: str = "r", **opts) -> str:
-    judge = runner.JudgeSpec(base_url=base_url, model="scripted", max_retries=opts.pop("max_retries", 4),
-                             timeout_s=opts.pop("timeout_s", 5.0))
+    judge = runner.JudgeSpec(
+        base_url=base_url,
+        model="scripted",
+        max_retries=opts.pop("max_retries", 4),
+        timeout_s=opts.pop("timeout_s", 5.0),
+    )
     with Session(engine) as s, s.begin():
-        return runner.create_run(s, dataset="demo", rubric=opts.pop("rubric", "demo"),
-                                 harness=parse_harness(spec, **opts), judge=judge, limit=limit, name=name).name
+        return runner.create_run(
+            s,
+            dataset="demo",
+            rubric=opts.pop("rubric", "demo"),
+            harness=parse_harness(spec, **opts),
+            judge=judge,
+            limit=limit,
+            name=name,
+        ).name
 
 
 def verdict_keys(engine, run_name: str) -> list[tuple[int, int]]:
     with Session(engine) as s:
         run = store.get_run(s, run_name)
-        return sorted(s.execute(select(store.Verdict.example_id, store.Verdict.criterion_id)
-                                .where(store.Verdict.run_id == run.id)).all())
+        return sorted(
+            s.execute(
+                select(store.Verdict.example_id, store.Verdict.criterion_id).where(
+                    store.Verdict.run_id == run.id
+                )
+            ).all()
+        )
 
 
 def all_pairs(engine, run_name: str) -> list[tuple[int, int]]:
@@ -64,8 +80,10 @@ def fast_backoff(monkeypatch):
     monkeypatch.setattr(runner, "judge_config", quick)
 
 
-@pytest.mark.parametrize(("spec", "calls_per_example"),
-                         [("single", 1), ("split", 6), ("grouped:answers_question+cites_source|grounded", 5)])
+@pytest.mark.parametrize(
+    ("spec", "calls_per_example"),
+    [("single", 1), ("split", 6), ("grouped:answers_question+cites_source|grounded", 5)],
+)
 def test_every_call_and_verdict_is_stored(demo, spec, calls_per_example):
     with ScriptedServer() as srv:
         name = new_run(demo, srv.base_url, spec, limit=10)
@@ -86,8 +104,16 @@ def test_every_call_and_verdict_is_stored(demo, spec, calls_per_example):
 
 def test_faults_are_retried_and_malformed_replies_are_unscored(demo, monkeypatch):
     fast_backoff(monkeypatch)
-    script = [status(429, retry_after=0.05), status(500), reset(), ok(), malformed(), truncated(),
-              status(503), ok()]
+    script = [
+        status(429, retry_after=0.05),
+        status(500),
+        reset(),
+        ok(),
+        malformed(),
+        truncated(),
+        status(503),
+        ok(),
+    ]
     with ScriptedServer(script) as srv:
         name = new_run(demo, srv.base_url, "split", limit=2, structured="json_object")
         summary = runner.run_sync(demo, name, concurrency=1)
@@ -95,14 +121,18 @@ def test_faults_are_retried_and_malformed_replies_are_unscored(demo, monkeypatch
     assert summary.unscored == 2  # the malformed and the truncated reply
     with Session(demo) as s:
         run = store.get_run(s, name)
-        values = s.execute(select(store.Verdict.value, store.Verdict.error).where(store.Verdict.run_id == run.id))
+        values = s.execute(
+            select(store.Verdict.value, store.Verdict.error).where(store.Verdict.run_id == run.id)
+        )
         values = list(values)
         assert len(values) == 12
         unscored = [e for v, e in values if v is None]
         assert len(unscored) == 2 and all(unscored)
         assert {v for v, _ in values if v is not None} == {1}  # echo says true; nothing became a fail
         assert run.totals["retries"] == 4 and run.totals["unscored"] == 2
-        kept = s.scalars(select(store.Call.response_text).where(store.Call.response_text.like("Sure!%"))).all()
+        kept = s.scalars(
+            select(store.Call.response_text).where(store.Call.response_text.like("Sure!%"))
+        ).all()
         assert kept == ["Sure! The answer passes, I think. {verdict: maybe"]
 
 
@@ -160,8 +190,15 @@ def test_api_key_is_sent_but_never_stored(demo, monkeypatch):
     with ScriptedServer([status(401, message="bad key sk-live-RECOGNISABLE-4242")], default=ok()) as srv:
         judge = runner.JudgeSpec(base_url=srv.base_url, model="m", api_key_env="JK_TEST_KEY")
         with Session(demo) as s, s.begin():
-            name = runner.create_run(s, dataset="demo", rubric="demo", harness=parse_harness("single"),
-                                     judge=judge, limit=2, name="keyed").name
+            name = runner.create_run(
+                s,
+                dataset="demo",
+                rubric="demo",
+                harness=parse_harness("single"),
+                judge=judge,
+                limit=2,
+                name="keyed",
+            ).name
         runner.run_sync(demo, name)
         assert srv.requests[0].headers["authorization"] == "Bearer sk-live-RECOGNISABLE-4242"
     with Session(demo) as s:
@@ -182,7 +219,10 @@ def test_kill_and_resume_in_a_subprocess(demo, db_url):
         env = {**os.environ, "JUDGEKIT_DB_URL": db_url}
         proc = subprocess.Popen(
             [sys.executable, "-m", "judgekit.cli", "resume", name, "--concurrency", str(concurrency)],
-            cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
         )
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
@@ -208,8 +248,13 @@ def test_totals_accumulate_over_sessions(demo):
     with ScriptedServer() as srv:
         name = new_run(demo, srv.base_url, "split", limit=4)
         cancel = threading.Event()
-        runner.run_sync(demo, name, concurrency=1, cancel=cancel,
-                        progress=lambda p: cancel.set() if p.done_calls >= 5 else None)
+        runner.run_sync(
+            demo,
+            name,
+            concurrency=1,
+            cancel=cancel,
+            progress=lambda p: cancel.set() if p.done_calls >= 5 else None,
+        )
         runner.run_sync(demo, name, concurrency=1)
     with Session(demo) as s:
         run = store.get_run(s, name)
@@ -218,20 +263,60 @@ def test_totals_accumulate_over_sessions(demo):
 
 def test_cli_run_prints_a_summary(cli, demo):
     with ScriptedServer() as srv:
-        result = cli("run", "--dataset", "demo", "--rubric", "demo", "--harness", "grouped:grounded+no_fabrication",
-                     "--base-url", srv.base_url, "--model", "m", "--limit", "3", "--name", "cli-run",
-                     "--judge-kind", "openai")
+        result = cli(
+            "run",
+            "--dataset",
+            "demo",
+            "--rubric",
+            "demo",
+            "--harness",
+            "grouped:grounded+no_fabrication",
+            "--base-url",
+            srv.base_url,
+            "--model",
+            "m",
+            "--limit",
+            "3",
+            "--name",
+            "cli-run",
+            "--judge-kind",
+            "openai",
+        )
     assert result.exit_code == 0, result.stderr
     assert "run cli-run (#1): done" in result.stdout
     assert "15 calls" in result.stdout
 
 
 def test_cli_run_rejects_bad_arguments(cli, demo):
-    r = cli("run", "--dataset", "demo", "--rubric", "demo", "--harness", "grouped:tone", "--base-url",
-            "http://127.0.0.1:9/v1", "--model", "m", "--judge-kind", "openai")
+    r = cli(
+        "run",
+        "--dataset",
+        "demo",
+        "--rubric",
+        "demo",
+        "--harness",
+        "grouped:tone",
+        "--base-url",
+        "http://127.0.0.1:9/v1",
+        "--model",
+        "m",
+        "--judge-kind",
+        "openai",
+    )
     assert r.exit_code == 2 and "'tone', which is not a criterion" in r.stderr
-    r = cli("run", "--dataset", "demo", "--rubric", "demo", "--base-url", "http://127.0.0.1:9/v1", "--model", "m",
-            "--api-key-env", "JK_SURELY_UNSET_VAR")
+    r = cli(
+        "run",
+        "--dataset",
+        "demo",
+        "--rubric",
+        "demo",
+        "--base-url",
+        "http://127.0.0.1:9/v1",
+        "--model",
+        "m",
+        "--api-key-env",
+        "JK_SURELY_UNSET_VAR",
+    )
     assert r.exit_code == 2 and "JK_SURELY_UNSET_VAR: that environment variable is not set" in r.stderr
     with Session(demo) as s:
         assert store.row_counts(s)["runs"] == 0
