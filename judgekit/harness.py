@@ -176,3 +176,19 @@ def sample_examples(
         return list(ext_ids)
     chosen = set(random.Random(seed).sample(sorted(ext_ids), max(0, sample)))
     return [e for e in ext_ids if e in chosen]
+
+
+PRESETS: dict[str, dict] = {
+    "single": {"spec": "single"},
+    "split": {"spec": "split"},
+    "single + independence note": {"spec": "single", "independence_note": True},
+    "single, shuffled order": {"spec": "single", "shuffle": True},
+    "single, reasoning first": {"spec": "single", "order": "reasoning_first"},
+}
+
+
+def preset(name: str, **options) -> Harness:
+    """A named harness variant (the Run page's choices); ``options`` apply to every variant."""
+    chosen = dict(PRESETS[name])
+    spec = chosen.pop("spec")
+    return parse_harness(spec, **{**options, **chosen})

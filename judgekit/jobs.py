@@ -23,14 +23,31 @@ class Job:
     db_url: str
     concurrency: int
     cancel: threading.Event = field(default_factory=threading.Event)
+    state: str = "queued"  # queued | running | finished
     progress: runner.Progress | None = None
     summary: runner.RunSummary | None = None
     error: str | None = None
-    thread: threading.Thread | None = None
 
     @property
     def alive(self) -> bool:
-        return self.thread is not None and self.thread.is_alive()
+        return self.state != "finished"
+
+    def execute(self, breaker: int) -> None:
+        self.state = "running"
+        try:
+            if not self.cancel.is_set():
+                self.summary = runner.run_sync(
+                    store.engine_for(self.db_url),
+                    self.run_name,
+                    concurrency=self.concurrency,
+                    breaker=breaker,
+                    cancel=self.cancel,
+                    progress=lambda p: setattr(self, "progress", p),
+                )
+        except Exception as exc:  # shown on the page; the run row keeps its last status
+            self.error = f"{type(exc).__name__}: {exc}"
+        finally:
+            self.state = "finished"
 
 
 _jobs: dict[tuple[str, str], Job] = {}
@@ -39,29 +56,34 @@ _lock = threading.Lock()
 
 def start(db_url: str, run_name: str, *, concurrency: int = 8, breaker: int = 10) -> Job:
     """Execute (or resume) a run in a daemon thread; a run already executing here is not started twice."""
+    return start_many(db_url, [run_name], concurrency=concurrency, breaker=breaker)[0]
+
+
+def start_many(
+    db_url: str, run_names: list[str], *, concurrency: int = 8, breaker: int = 10, sequential: bool = False
+) -> list[Job]:
+    """Start several runs: in parallel threads, or one after another in one thread (``sequential``) —
+    for a judge that serves one request at a time, whose prefix cache parallel runs would thrash."""
     with _lock:
-        existing = _jobs.get((db_url, run_name))
-        if existing is not None and existing.alive:
-            return existing
-        job = Job(run_name=run_name, db_url=db_url, concurrency=concurrency)
-
-        def target() -> None:
-            try:
-                job.summary = runner.run_sync(
-                    store.engine_for(db_url),
-                    run_name,
-                    concurrency=concurrency,
-                    breaker=breaker,
-                    cancel=job.cancel,
-                    progress=lambda p: setattr(job, "progress", p),
-                )
-            except Exception as exc:  # shown on the page; the run row keeps its last status
-                job.error = f"{type(exc).__name__}: {exc}"
-
-        job.thread = threading.Thread(target=target, name=f"judgekit-run-{run_name}", daemon=True)
-        _jobs[(db_url, run_name)] = job
-        job.thread.start()
-        return job
+        jobs: list[Job] = []
+        fresh: list[Job] = []
+        for name in run_names:
+            existing = _jobs.get((db_url, name))
+            if existing is not None and existing.alive:
+                jobs.append(existing)
+                continue
+            job = Job(run_name=name, db_url=db_url, concurrency=concurrency)
+            _jobs[(db_url, name)] = job
+            jobs.append(job)
+            fresh.append(job)
+        for group in [fresh] if sequential else [[j] for j in fresh]:
+            if group:
+                threading.Thread(
+                    target=lambda g=group: [j.execute(breaker) for j in g],
+                    name=f"judgekit-runs-{group[0].run_name}",
+                    daemon=True,
+                ).start()
+    return jobs
 
 
 def get(db_url: str, run_name: str) -> Job | None:

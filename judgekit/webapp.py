@@ -34,3 +34,39 @@ def session() -> Iterator[Session]:
 
 def empty_state(message: str) -> None:
     st.info(message, icon=":material/lightbulb:")
+
+
+@st.cache_resource(show_spinner=False)
+def _sim_judge(url: str):
+    from judgekit import simjudge
+
+    return simjudge.start_in_thread(url, simjudge.SimParams())
+
+
+def sim_judge_base_url() -> str:
+    """The simulated judge served by this Streamlit process (started on first use, one per database)."""
+    return _sim_judge(config.db_url()).base_url
+
+
+@st.cache_resource(show_spinner=False)
+def _local_judge():
+    from judgekit import localjudge
+
+    return localjudge.LocalJudge().start()
+
+
+def local_judge_base_url() -> tuple[str, str]:
+    """(base_url, model) of a bundled local judge started by this process (takes a few seconds)."""
+    judge = _local_judge()
+    return judge.base_url, judge.model
+
+
+def db_url() -> str:
+    return config.db_url()
+
+
+def upload_error(error: Exception, folder) -> None:
+    """Show an import error naming the uploaded file as the user knows it (not its temporary path)."""
+    import os
+
+    st.error(str(error).replace(f"{folder}{os.sep}", ""))

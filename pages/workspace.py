@@ -1,9 +1,9 @@
-"""Workspace: what is in the database — datasets, rubrics, runs — and loading the demo."""
+"""Workspace: what is in the database — datasets, rubrics, runs — loading the demo, deleting a run."""
 
 import pandas as pd
 import streamlit as st
 
-from judgekit import imports, store
+from judgekit import imports, jobs, reports, store
 from judgekit.webapp import empty_state, session
 
 st.title("Workspace")
@@ -12,17 +12,32 @@ with session() as s:
     datasets = store.list_datasets(s)
     rubrics = store.list_rubrics(s)
     runs = store.list_runs(s)
+    prices = reports.load_prices()
+    for r in runs:
+        run = store.get_run(s, r["id"])
+        cost = reports.run_cost(s, run, prices)
+        r["usd"] = cost.usd
+        r["calls"] = cost.calls
+        r["tokens"] = cost.prompt_tokens + cost.completion_tokens
+        r["progress"] = jobs.stored_progress(s, run).fraction
 
-if not datasets:
-    empty_state("No datasets yet. Load the demo workspace below, or import your own outputs with "
-                "`judgekit import-dataset PATH --name NAME`.")
-    if st.button("Load the demo workspace", key="ws_load_demo", type="primary"):
-        with st.spinner("Generating 600 demo support answers…"), session() as s:
-            imports.load_demo(s)
-        st.rerun()
+st.subheader("Datasets")
+if datasets:
+    st.dataframe(
+        pd.DataFrame(datasets)[["name", "examples", "created_at"]], hide_index=True, key="ws_datasets"
+    )
 else:
-    st.subheader("Datasets")
-    st.dataframe(pd.DataFrame(datasets)[["name", "examples", "created_at"]], hide_index=True, key="ws_datasets")
+    empty_state(
+        "No datasets yet. Load the demo workspace — 600 generated support answers with planted "
+        "properties, two rubrics and the planted truth as labels — or upload your own on the Data page "
+        "(`judgekit import-dataset PATH --name NAME` on the command line)."
+    )
+if not any(d["name"] == "demo" for d in datasets) and st.button(
+    "Load the demo workspace", key="ws_load_demo", type="primary"
+):
+    with st.spinner("Generating 600 demo support answers…"), session() as s:
+        imports.load_demo(s)
+    st.rerun()
 
 st.subheader("Rubrics")
 if rubrics:
@@ -31,11 +46,57 @@ if rubrics:
     frame["kinds"] = frame["kinds"].map(", ".join)
     st.dataframe(frame[["name", "criteria", "kinds", "ko_rule"]], hide_index=True, key="ws_rubrics")
 else:
-    empty_state("No rubrics yet: `judgekit import-rubric rubric.yaml`, or load the demo.")
+    empty_state("No rubrics yet: upload one on the Data page, or load the demo.")
 
 st.subheader("Runs")
-if runs:
-    st.dataframe(pd.DataFrame(runs)[["id", "name", "status", "harness", "judge", "examples", "scored", "verdicts",
-                                     "calls", "tokens", "wall_s"]], hide_index=True, key="ws_runs")
-else:
-    empty_state("No runs yet: start one with `judgekit run …`.")
+if not runs:
+    empty_state(
+        "No runs yet: start a single/split pair on the Run page (the simulated judge needs no setup)."
+    )
+    st.stop()
+
+frame = pd.DataFrame(runs)
+st.dataframe(
+    frame[
+        [
+            "id",
+            "name",
+            "status",
+            "progress",
+            "harness",
+            "judge",
+            "dataset",
+            "rubric",
+            "examples",
+            "scored",
+            "verdicts",
+            "calls",
+            "tokens",
+            "usd",
+            "wall_s",
+        ]
+    ],
+    hide_index=True,
+    key="ws_runs",
+    column_config={
+        "progress": st.column_config.ProgressColumn("progress", min_value=0.0, max_value=1.0),
+        "usd": st.column_config.NumberColumn("cost (USD)", format="%.4f"),
+        "wall_s": st.column_config.NumberColumn("wall time (s)", format="%.1f"),
+    },
+)
+if any(r["judge_kind"] == "simulated" for r in runs):
+    st.caption(
+        "Runs on the *simulated* judge follow a stated statistical model — they test the pipeline, "
+        "not a real judge."
+    )
+
+with st.expander("Delete a run"):
+    doomed = st.selectbox("Run", [r["name"] for r in runs], key="ws_delete_run")
+    confirm = st.checkbox(
+        f"Yes, delete run {doomed!r} with all its calls and verdicts", key="ws_delete_confirm"
+    )
+    if st.button("Delete", key="ws_delete", disabled=not confirm):
+        with session() as s:
+            store.delete_run(s, store.get_run(s, doomed))
+        st.session_state.pop("ws_delete_confirm", None)
+        st.rerun()
