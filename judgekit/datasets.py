@@ -60,6 +60,8 @@ def read_text(path: str | Path) -> str:
     if size > MAX_FILE_BYTES:
         raise InputError(p, f"file is {size} bytes; the limit is {MAX_FILE_BYTES}")
     raw = p.read_bytes()
+    if raw[:2] in (b"\xff\xfe", b"\xfe\xff"):
+        raise InputError(p, "the file is UTF-16; save it as UTF-8", line=1)
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as e:
@@ -466,6 +468,8 @@ def parse_labels(
     fmt, header, records = read_records(path)
     if not records:
         raise InputError(path, "no labels in the file")
+    if fmt == "csv":
+        records = [Record(r.line, {k: _csv_unsafe(v) for k, v in r.data.items()}) for r in records]
     wide = fmt == "csv" and "criterion" not in (header or [])
     if fmt == "csv" and "example_id" not in (header or []):
         raise InputError(path, "required column missing from the header", line=1, field="example_id")
@@ -643,6 +647,15 @@ def _label_text(value: int | None, kind: str | None) -> str:
     return str(value)
 
 
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
 def _csv_safe(text: str) -> str:
+    """Neutralise a cell a spreadsheet would run as a formula (=, +, -, @) with a leading ``'``."""
     text = str(text)
-    return "'" + text if text[:1] in ("=", "+", "-", "@", "\t", "\r") else text
+    return "'" + text if text.startswith(FORMULA_STARTS) else text
+
+
+def _csv_unsafe(text: str) -> str:
+    """Undo :func:`_csv_safe` on import, so exported CSV labels round-trip exactly."""
+    return text[1:] if text.startswith("'") and text[1:].startswith(FORMULA_STARTS) else text

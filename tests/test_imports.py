@@ -137,8 +137,34 @@ MALFORMED = [
 ]
 
 
+MALFORMED += [
+    ("answer_10mb.jsonl", ["import-dataset", "--name", "x"],
+     "answer_10mb.jsonl:2: field 'answer': 10485760 characters; the limit is 1000000"),
+    ("mixed_encoding.jsonl", ["import-dataset", "--name", "x"], "mixed_encoding.jsonl:2: not valid UTF-8 (byte 0xe9"),
+    ("utf16.csv", ["import-dataset", "--name", "x"], "utf16.csv:1: the file is UTF-16; save it as UTF-8"),
+    ("id_object.jsonl", ["import-dataset", "--name", "x"], "id_object.jsonl:1: field 'id': expected text, got dict"),
+    ("csv_unclosed_quote.csv", ["import-dataset", "--name", "x"],
+     "csv_unclosed_quote.csv:2: invalid CSV (unexpected end of data)"),
+    ("binary_file.jsonl", ["import-dataset", "--name", "x"], "binary_file.jsonl:2: contains a NUL byte"),
+    ("rubric_200_criteria.yaml", ["import-rubric"],
+     "rubric_200_criteria.yaml:1: field 'criteria': 200 criteria; the limit is 64"),
+    ("rubric_pass_at_out_of_range.yaml", ["import-rubric"],
+     "rubric_pass_at_out_of_range.yaml:3: field 'pass_at': scale criterion 'helpful': pass_at must be an integer 1–5"),
+    ("rubric_not_mapping.yaml", ["import-rubric"],
+     "rubric_not_mapping.yaml:1: a rubric must be a mapping with 'name' and 'criteria'"),
+    ("labels_bool_for_scale.jsonl", ["import-labels", "--dataset", "base"],
+     "labels_bool_for_scale.jsonl:1: field 'value': expected an integer score 1–5 for 'safety', got True"),
+    ("labels_number_for_binary.jsonl", ["import-labels", "--dataset", "base"],
+     "labels_number_for_binary.jsonl:1: field 'value': expected true/false for binary criterion 'answers_question', got 4"),
+    ("labels_value_list.jsonl", ["import-labels", "--dataset", "base"],
+     "labels_value_list.jsonl:1: field 'value': expected true/false for binary criterion 'answers_question'"),
+    ("run_verdict_out_of_scale.jsonl", ["import-run", "--dataset", "base", "--rubric", "support", "--name", "r"],
+     "run_verdict_out_of_scale.jsonl:1: field 'verdict': score 9 is outside the scale 1–5 of 'safety'"),
+]
+
+
 def test_corpus_is_large_enough():
-    assert len(MALFORMED) >= 15
+    assert len(MALFORMED) >= 30
     assert {f for f, _, _ in MALFORMED} == {p.name for p in BAD.iterdir()}
 
 
@@ -272,3 +298,31 @@ def test_missing_file_is_one_clear_line(cli, tmp_path):
     result = cli("import-dataset", tmp_path / "nope.jsonl", "--name", "x")
     assert result.exit_code == 2
     assert result.stderr.strip() == f"error: {tmp_path / 'nope.jsonl'}: no such file"
+
+
+def test_csv_export_neutralises_formulas_and_round_trips(cli, base_workspace, session, tmp_path):
+    labels = tmp_path / "formula.jsonl"
+    labels.write_text(
+        '{"example_id": "q-001", "criterion": "safety", "value": 4, "annotator": "@bob", '
+        '"note": "=HYPERLINK(\\"http://x\\")"}\n'
+        '{"example_id": "q-002", "criterion": "answers_question", "value": false, "annotator": "ana", '
+        '"note": "-1 point: vague"}\n'
+    )
+    assert cli("import-labels", labels, "--dataset", "base").exit_code == 0
+    out = tmp_path / "labels.csv"
+    assert cli("export-labels", "--dataset", "base", "--out", out).exit_code == 0
+    text = out.read_text()
+    assert "'@bob" in text and "'=HYPERLINK" in text and "'-1 point" in text
+    for line in text.splitlines()[1:]:
+        assert all(not cell.startswith(("=", "+", "-", "@")) for cell in line.split(","))
+    before = store.labels_for_dataset(session, store.get_dataset(session, "base").id)
+    other = f"sqlite:///{tmp_path / 'other.sqlite'}"
+    assert cli("import-dataset", GOOD / "dataset.jsonl", "--name", "base", "--db", other).exit_code == 0
+    assert cli("import-rubric", GOOD / "rubric.yaml", "--db", other).exit_code == 0
+    assert cli("import-labels", out, "--dataset", "base", "--db", other).exit_code == 0
+    from sqlalchemy.orm import Session
+
+    with Session(store.engine_for(other)) as s:
+        after = store.labels_for_dataset(s, store.get_dataset(s, "base").id)
+    strip = [{k: v for k, v in r.items() if k != "updated_at"} for r in before]
+    assert strip == [{k: v for k, v in r.items() if k != "updated_at"} for r in after]
