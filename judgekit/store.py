@@ -120,6 +120,7 @@ class Run(Base):
     finished_at: Mapped[dt.datetime | None] = mapped_column(DateTime)
     wall_s: Mapped[float] = mapped_column(Float, default=0.0)
     totals: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    batch: Mapped[dict[str, Any] | None] = mapped_column(JSON)  # OpenAI Batch API state (ids, status)
 
 
 class RunExample(Base):
