@@ -366,6 +366,10 @@ from judgekit.cli_label import label_set_app  # noqa: E402
 
 app.add_typer(label_set_app, name="label-set")
 
+from judgekit.cli_scale import critique_cmd  # noqa: E402
+
+app.command("critique")(critique_cmd)
+
 
 def main() -> None:  # pragma: no cover - console entry
     app()

@@ -134,4 +134,7 @@ def stored_progress(s: Session, run: store.Run) -> StoredProgress:
             store.Call.run_id == run.id
         )
     ).one()
-    return StoredProgress((n_examples or 0) * (n_criteria or 0), verdicts, scored, calls, failed or 0)
+    expected = (n_examples or 0) * (n_criteria or 0)
+    if run.status == "done":  # e.g. a critique run never asks checks that do not apply
+        expected = verdicts
+    return StoredProgress(expected, verdicts, scored, calls, failed or 0)

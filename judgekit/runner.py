@@ -250,8 +250,14 @@ def _load_context(s: Session, run: store.Run) -> _Context:
     )
 
 
-def _pending_calls(engine: Engine, ctx: _Context) -> Iterator[tuple[PlannedCall, prompts.ExampleText]]:
+def _pending_calls(engine: Engine, ctx: _Context
+                   ) -> Iterator[tuple[PlannedCall, prompts.ExampleText | prompts.CritiqueText]]:
     """The calls still missing, example by example, reading the store in chunks (no whole-run lists)."""
+    if ctx.harness.kind == "critique":  # a critique run's calls come from another run's stored rationales
+        from judgekit import critique
+
+        yield from critique.pending_calls(engine, ctx.run_id, ctx.crit_ids)
+        return
     groups = criterion_groups(ctx.harness, ctx.rubric)
     key_of = {cid: key for key, cid in ctx.crit_ids.items()}
     last = -1
@@ -352,6 +358,13 @@ class _Writer:
         }
 
 
+def _messages(ctx: _Context, item: prompts.ExampleText | prompts.CritiqueText, criteria: list) -> list[dict]:
+    """The prompt of one call: a judge call on an example, or a critique call on a stored rationale."""
+    if isinstance(item, prompts.CritiqueText):
+        return prompts.build_critique_messages(item, criteria, ctx.harness.order)
+    return prompts.build_messages(item, criteria, ctx.harness, ctx.rubric.ko_rule)
+
+
 def _verdict_rows(ctx: _Context, planned: PlannedCall, result: client_mod.CallResult) -> list[dict]:
     if not result.ok:
         return []
@@ -413,7 +426,7 @@ async def execute(
             if cancel.is_set() or circuit.open or write_error:
                 return
             criteria = ctx.rubric.subset(list(planned.criteria))
-            messages = prompts.build_messages(text, criteria, ctx.harness, ctx.rubric.ko_rule)
+            messages = _messages(ctx, text, criteria)
             schema = schema_cache.get(planned.criteria)
             if schema is None:
                 schema = schema_cache[planned.criteria] = prompts.response_schema(criteria, ctx.harness.order)

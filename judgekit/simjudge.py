@@ -58,6 +58,14 @@ a property the default prompt shows is also shown by the hardened one.
 * ``cites_evidence``: quotes a verbatim phrase of the answer in double quotes;
 * ``justifies_level``: contrasts the level with its neighbours (marker: "rather than");
 * ``names_fix``: for a score < 5 (binary: a fail) names a concrete change (marker: "Fix:").
+* ``dimension_locus``: when *not* shown, the evidence clause carries a remark that belongs to another
+  dimension (:data:`OFF_LOCUS_REMARKS`: a format remark under a content dimension, a content remark
+  under a clarity-type one).
+
+*Critique calls* (:func:`judgekit.prompts.build_critique_messages`: one check on one stored
+rationale, read back with :func:`judgekit.prompts.parse_critique_request`) are answered by
+:func:`critique_verdict` from the markers above — exactly, without noise — so a critique of a
+simulated run recovers the planted rates of :data:`RATIONALE_RATES` and :data:`RECONCILE_MISS`.
 
 *Red flags* (scale criteria only — only their entries have ``red_flags``):
 
@@ -107,10 +115,17 @@ from sqlalchemy.orm import Session
 
 from judgekit import store
 from judgekit.openai_server import Reply, ServerThread, Usage, make_logprobs, serve
-from judgekit.prompts import JudgeRequest, parse_judge_request, render_reply
+from judgekit.prompts import (
+    CritiqueRequest,
+    JudgeRequest,
+    parse_critique_request,
+    parse_judge_request,
+    render_reply,
+)
 
 __all__ = [
     "FORMAT_FLAGS",
+    "OFF_LOCUS_REMARKS",
     "RATIONALE_RATES",
     "RECONCILE_MISS",
     "SAFETY_FLAG_KINDS",
@@ -119,6 +134,7 @@ __all__ = [
     "FieldDecision",
     "SimJudge",
     "SimParams",
+    "critique_verdict",
     "is_safety_flag",
     "serve_forever",
     "start_in_thread",
@@ -130,8 +146,8 @@ REFERENCE_ANNOTATOR = "reference"
 
 # Rationale properties by prompt variant: P(property shown) per rationale (seed 002's A/B re-judge).
 RATIONALE_RATES: dict[str, dict[str, float]] = {
-    "default": {"cites_evidence": 0.30, "justifies_level": 0.60, "names_fix": 0.40},
-    "hardened": {"cites_evidence": 0.85, "justifies_level": 0.95, "names_fix": 0.90},
+    "default": {"cites_evidence": 0.30, "justifies_level": 0.60, "names_fix": 0.40, "dimension_locus": 0.75},
+    "hardened": {"cites_evidence": 0.85, "justifies_level": 0.95, "names_fix": 0.90, "dimension_locus": 0.95},
 }
 # P(a safety flag is raised but the K.O. score stays above its floor) — the contradiction.
 RECONCILE_MISS: dict[str, float] = {"default": 0.5, "hardened": 0.1}
@@ -144,6 +160,11 @@ SAFETY_FLAG_KINDS = ("invented fact", "unsafe advice", "missing warning")
 FORMAT_FLAGS = ("rambling structure", "too terse")
 FABRICATION_KEY = re.compile(r"fabricat|invent|hallucin|made_up", re.IGNORECASE)
 CLARITY_TYPE = re.compile(r"clar|format|struct|concis|style|tone|readab|brev|terse", re.IGNORECASE)
+# Off-locus remarks: evidence that belongs to another dimension (format under content and vice versa).
+OFF_LOCUS_REMARKS = {
+    "content": ("and it runs on too long", "and the layout is cluttered"),
+    "format": ("and one claim is not in the context", "and it skips part of the question"),
+}
 FIXES = (
     "quote the passage the answer relies on",
     "answer the question in the first sentence",
@@ -352,6 +373,47 @@ def _level_text(value: int, scale: bool) -> str:
             f"and rather than a {value - 1}, because the core is right")
 
 
+def _off_locus_remarks(key: str, question: str) -> tuple[str, ...]:
+    """Remarks that do not belong to the dimension: format under a content dimension, and vice versa."""
+    return OFF_LOCUS_REMARKS["format" if CLARITY_TYPE.search(f"{key} {question}") else "content"]
+
+
+_QUOTED_SPAN = re.compile(r'"([^"]*)"')
+
+
+def critique_verdict(req: CritiqueRequest) -> tuple[bool, str]:
+    """The simulated critic: the verdict on one check, read from the markers the simulated judge planted.
+
+    Exact (no noise) on the simulated judge's rationales: ``cites_evidence`` — a double-quoted span of
+    two or more words that is verbatim in the answer; ``justifies_level`` — "rather than" outside
+    quotes; ``names_fix`` — "fix:" outside quotes; ``dimension_locus`` — no off-locus remark for the
+    dimension (:data:`OFF_LOCUS_REMARKS`); ``catches_safety`` — the K.O. dimension scored at or below
+    its floor. An unknown check fails.
+    """
+    check = req.check_key.rpartition("__")[2]
+    bare = _QUOTED_SPAN.sub('""', req.rationale)
+    if check == "cites_evidence":
+        quotes = [q for q in _QUOTED_SPAN.findall(req.rationale) if len(q.split()) >= 2 and q in req.answer]
+        return (True, f'The rationale quotes "{quotes[0]}" from the answer.') if quotes else (
+            False, "The rationale points at the answer without naming a concrete observation.")
+    if check == "justifies_level":
+        ok = "rather than" in bare
+        return ok, ("The rationale contrasts the score with its neighbouring levels." if ok
+                    else "The rationale gives no reason for this level rather than the one above or below.")
+    if check == "names_fix":
+        ok = "fix:" in bare.lower()
+        return ok, "The rationale names a concrete fix." if ok else "The rationale names no concrete change."
+    if check == "dimension_locus":
+        off = [r for r in _off_locus_remarks(req.dimension, req.dimension_question) if r in bare]
+        return (not off), (f"The remark '{off[0]}' belongs to another dimension." if off
+                           else f"The evidence concerns {req.dimension}.")
+    if check == "catches_safety":
+        ok = req.ko_score is not None and req.ko_floor is not None and req.ko_score <= req.ko_floor
+        return ok, ("The K.O. dimension is at or below its floor, consistent with the red flag." if ok
+                    else "A safety problem is noted but the K.O. dimension stays above its floor.")
+    return False, f"Unknown check {check!r}."
+
+
 # ---------------------------------------------------------------------------------- the judge
 
 
@@ -494,16 +556,21 @@ class SimJudge:
         fix = _pick(FIXES, s, answer, c.key, "fix") if below_top and shows["names_fix"] else None
         level = _level_text(value, c.scale) if shows["justifies_level"] else None
         verdict = f"Score {value}" if c.scale else ("Passes" if value else "Fails")
+        off_locus = (None if shows["dimension_locus"]
+                     else _pick(_off_locus_remarks(c.key, c.question), s, answer, c.key, "off-locus"))
         if variant != "hardened":
             sentence = f"{verdict}: " + (f'the answer says "{phrase}"' if phrase else "see the answer")
+            if off_locus:
+                sentence += f", {off_locus}"
             if level:
                 sentence += f", {level}"
             if fix:
                 sentence += f"; fix: {fix}"
             return sentence + "."
+        evidence = f'The answer says "{phrase}"' if phrase else f"The answer is relevant to {c.key}"
         sentences = [
-            f'The answer says "{phrase}", which bears on {c.key}.' if phrase
-            else f"The answer is relevant to {c.key}.",
+            f"{evidence}, {off_locus}." if off_locus
+            else (f"{evidence}, which bears on {c.key}." if phrase else f"{evidence}."),
             f"That makes it {level}." if level else f"{verdict}.",
             f"Fix: {fix}." if fix else ("It could be improved." if below_top else "Nothing needs to change."),
         ]
@@ -520,6 +587,8 @@ class SimJudge:
         if not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages):
             return Reply(status=400, error="messages must be a list of message objects")
         req = parse_judge_request(messages)
+        if req is None and (critique := parse_critique_request(messages)) is not None:
+            return self._critique_reply(messages, critique)
         decisions = None if req is None else self._decide(req, _criteria_details(messages))
         order = "verdict_only" if req is None else req.order
         if decisions is None:
@@ -541,6 +610,18 @@ class SimJudge:
         uncached = usage.prompt_tokens - (usage.cached_tokens or 0)
         delay = (self.params.latency_ms + self.params.ms_per_uncached_token * uncached) / 1000.0
         return Reply(content=content, usage=usage, logprobs=logprobs, delay_s=delay)
+
+    def _critique_reply(self, messages: Sequence[dict], req: CritiqueRequest) -> Reply:
+        """A critique call (one check on one stored rationale): the verdict of :func:`critique_verdict`."""
+        verdict, why = critique_verdict(req)
+        entry: dict = {"verdict": verdict}
+        if req.order != "verdict_only":
+            entry["rationale"] = why
+        content = render_reply({req.check_key: entry}, req.order)
+        usage = self._usage(messages, content)
+        uncached = usage.prompt_tokens - (usage.cached_tokens or 0)
+        delay = (self.params.latency_ms + self.params.ms_per_uncached_token * uncached) / 1000.0
+        return Reply(content=content, usage=usage, delay_s=delay)
 
     def _usage(self, messages: Sequence[dict], content: str) -> Usage:
         prompt = _prompt_text(messages)

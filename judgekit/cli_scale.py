@@ -1,0 +1,174 @@
+"""``judgekit critique``, ``judgekit report ko`` and ``judgekit report ab``: thin typer commands over
+:mod:`judgekit.critique` and :mod:`judgekit.scale`.
+
+Reports print a table (default) or exactly one JSON object on stdout (``--format json``; NaN → null).
+Bad arguments and unknown names exit with status 2 and one line on stderr, with nothing written.
+
+Registration: ``report ko`` / ``report ab`` are added to :data:`judgekit.cli_report.report_app` at the
+bottom of this module; ``critique`` is added by the lines at the end of ``judgekit/cli.py``::
+
+    from judgekit.cli_scale import critique_cmd  # noqa: E402
+    app.command("critique")(critique_cmd)
+
+Both ``judgekit.cli`` and ``judgekit.cli_report`` are imported at the *bottom* of this module, so any
+of the three modules may be imported first.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+from collections.abc import Callable
+from typing import Annotated
+
+import typer
+
+from judgekit import critique, reports, scale
+
+
+def _friendly(fn: Callable) -> Callable:
+    """The CLI's one-line error handling, resolved when the command runs."""
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        from judgekit.cli import friendly_errors
+
+        return friendly_errors(fn)(*args, **kwargs)
+
+    return wrapper
+
+
+def _usage(message: str) -> Exception:
+    from judgekit.cli import UsageError
+
+    return UsageError(message)
+
+
+def _emit(fmt: str, payload, table: Callable[[], str]) -> None:
+    if fmt == "json":
+        typer.echo(json.dumps(reports.jsonable(payload), ensure_ascii=False, allow_nan=False))
+    else:
+        typer.echo(table())
+
+
+FORMATS = ("table", "json")
+FormatOpt = Annotated[str, typer.Option("--format", help="table (default) or json (one object, NaN → null).")]
+
+
+def _check_format(fmt: str) -> None:
+    if fmt not in FORMATS:
+        raise _usage(f"--format must be table or json, not {fmt!r}")
+
+
+# ------------------------------------------------------------------------------------------ critique
+
+
+@_friendly
+def critique_cmd(
+    run: Annotated[str, typer.Option("--run", help="The judge run whose rationales are critiqued.")],
+    base_url: Annotated[str, typer.Option("--base-url", help="OpenAI-compatible endpoint of the critic.")],
+    model: Annotated[str, typer.Option("--model", help="Model name at that endpoint.")],
+    api_key_env: Annotated[
+        str | None, typer.Option("--api-key-env", help="NAME of the environment variable holding the key.")
+    ] = None,
+    concurrency: Annotated[int, typer.Option(min=1, max=256, help="Calls in flight at once.")] = 8,
+    name: Annotated[
+        str | None, typer.Option("--name", help="Name of the critique run (default: derived).")
+    ] = None,
+    check: Annotated[
+        list[str] | None,
+        typer.Option("--check", help=f"Only these checks (repeatable): {', '.join(critique.CHECKS)}."),
+    ] = None,
+    judge_kind: Annotated[
+        str, typer.Option("--judge-kind", help="auto | openai | simulated | local")
+    ] = "auto",
+    timeout: Annotated[float, typer.Option(help="Per-call timeout in seconds.")] = 60.0,
+    max_tokens: Annotated[int, typer.Option("--max-tokens", help="Runaway guard per call.")] = 512,
+    breaker: Annotated[int, typer.Option(help="Stop after N consecutive failed calls (0 = never).")] = 10,
+    db: DbOption = None,
+) -> None:
+    """Critique a run's rationales: cites_evidence, justifies_level, names_fix, catches_safety,
+    dimension_locus — one check per call, stored as a run over the rationales."""
+    from judgekit import runner
+    from judgekit.cli import _execute
+
+    if api_key_env and api_key_env not in os.environ:
+        raise _usage(f"--api-key-env {api_key_env}: that environment variable is not set")
+    if judge_kind not in ("auto", "openai", "simulated", "local"):
+        raise _usage(f"--judge-kind must be auto, openai, simulated or local, not {judge_kind!r}")
+    unknown = [c for c in check or () if c not in critique.CHECKS]
+    if unknown:
+        raise _usage(f"--check {unknown[0]!r}: not a check (known: {', '.join(critique.CHECKS)})")
+    kind = runner.detect_judge_kind(base_url) if judge_kind == "auto" else judge_kind
+    judge = runner.JudgeSpec(base_url=base_url, model=model, kind=kind, api_key_env=api_key_env,
+                             timeout_s=timeout, max_tokens=max_tokens)
+    with transaction(db) as s:
+        new = critique.create_critique_run(s, target=run, judge=judge, name=name, checks=check)
+        run_name, target = new.name, new.harness["target_run"]
+    typer.echo(f"critique {run_name}: rationales of {target}, one check per call, with {model}"
+               + (" (simulated judge)" if kind == "simulated" else ""), err=True)
+    _execute(db, run_name, concurrency, breaker)
+
+
+# ------------------------------------------------------------------------------------------ reports
+
+
+def report_ko(
+    run: Annotated[str, typer.Option("--run", help="Run name or id (its rubric needs a ko_rule).")],
+    fmt: FormatOpt = "table",
+    db: DbOption = None,
+) -> None:
+    """Disqualified answers (K.O. score ≤ floor) and contradictory verdicts: a safety-relevant red flag
+    or rationale while the K.O. dimension stays above its floor (format-only flags do not count)."""
+    _check_format(fmt)
+    with transaction(db) as s:
+        rep = scale.ko_report(s, run)
+    _emit(fmt, rep.to_dict(), lambda: scale.render_ko_table(rep))
+
+
+def report_ab(
+    run_a: Annotated[str, typer.Argument(help="Run A (e.g. the default prompt).")],
+    run_b: Annotated[str, typer.Argument(help="Run B (e.g. the hardened prompt), same judge and answers.")],
+    reference: Annotated[
+        str | None, typer.Option("--reference", help="A reference run (e.g. a stronger judge).")
+    ] = None,
+    human: Annotated[bool, typer.Option("--human", help="The human consensus as reference.")] = False,
+    annotator: Annotated[str | None, typer.Option("--annotator", help="One annotator as reference.")] = None,
+    critique_runs: Annotated[
+        list[str] | None,
+        typer.Option("--critique", help="Critique run of A, then of B (give it twice)."),
+    ] = None,
+    n_boot: Annotated[int, typer.Option("--n-boot", min=0, help="Bootstrap replicates for the CIs.")] = 2000,
+    seed: Annotated[int, typer.Option(help="Bootstrap seed.")] = 0,
+    fmt: FormatOpt = "table",
+    db: DbOption = None,
+) -> None:
+    """A/B re-judge (seed 002): per dimension the score shift B − A, mean |Δ| to the reference, rationale
+    length; K.O. concordance; token cost; rationale-quality rates from two critique runs — with n and CIs."""
+    _check_format(fmt)
+    if critique_runs and len(critique_runs) != 2:
+        raise _usage(f"--critique takes two runs (of A, then of B), got {len(critique_runs)}")
+    options = (("--reference", reference), ("--human", human), ("--annotator", annotator))
+    chosen = [n for n, on in options if on]
+    if len(chosen) > 1:
+        raise _usage(f"{' and '.join(chosen)} together: choose one reference")
+    with transaction(db) as s:
+        A = scale.load_verdicts(s, run_a)
+        ref = scale.reference_source(s, A, run=reference, human=human, annotator=annotator)
+        crit = None
+        if critique_runs:
+            crit = tuple(critique.critique_rates(s, c) for c in critique_runs)
+        rep = scale.ab_report(s, A, run_b, ref, crit, n_boot=n_boot, seed=seed)
+    _emit(fmt, rep.to_dict(), lambda: scale.render_ab_table(rep))
+
+
+# Imported last so that `judgekit.cli` (which imports this module at its end) and `judgekit.cli_report`
+# can be imported before or after this module. Typer reads the annotations above only when the app runs.
+from judgekit.cli import DbOption, transaction  # noqa: E402
+from judgekit.cli_report import report_app  # noqa: E402
+
+report_app.command("ko")(_friendly(report_ko))
+report_app.command("ab")(_friendly(report_ab))
+
+__all__ = ["critique_cmd", "report_ab", "report_ko"]
