@@ -1,8 +1,10 @@
 """A minimal OpenAI-compatible HTTP server (pure asyncio) for tests, simulated judges and benchmarks.
 
 It speaks just enough of the Chat Completions API for the ``openai`` client: ``POST
-/v1/chat/completions`` and ``GET /v1/models`` over HTTP/1.1 keep-alive. What it answers is decided by
-a *handler*::
+/v1/chat/completions`` and ``GET /v1/models`` over HTTP/1.1 keep-alive — and enough of the Files and
+Batch APIs (``POST /v1/files``, ``GET /v1/files/{id}[/content]``, ``POST``/``GET /v1/batches``,
+``GET /v1/batches/{id}``) to run an OpenAI batch against it; see :class:`BatchBehaviour`. What it
+answers is decided by a *handler*::
 
     async def handler(request: dict) -> Reply      # or a plain function; request = the JSON body
 
@@ -20,6 +22,12 @@ Two ways to run it:
 
 Requests are counted (:class:`ServerStats`, also by ``response_format`` type) so tests can assert on
 what a client actually sent.
+
+**Batches.** An uploaded batch file is answered line by line through the same *handler* as live
+requests, so scripted faults and malformed replies show up in the output (200s) and error
+(4xx/5xx) files exactly as they would live. A batch finishes on the ``polls_to_complete``-th
+``GET /v1/batches/{id}``; :class:`BatchBehaviour` can make it ``failed`` or ``expired`` instead,
+or route chosen lines to the error file as batch-level errors.
 """
 
 from __future__ import annotations
@@ -43,6 +51,7 @@ from typing import Any
 from judgekit.parse import TokenLogprob
 
 __all__ = [
+    "BatchBehaviour",
     "RecordedRequest",
     "Reply",
     "ServerStats",
@@ -128,6 +137,7 @@ class ServerStats:
     by_format: Counter = field(default_factory=Counter)  # response_format type, or "none"
     by_status: Counter = field(default_factory=Counter)
     connections: int = 0
+    batch_lines: int = 0  # batch-file lines answered through the handler
 
 
 # ------------------------------------------------------------------------------------- tokens
@@ -254,7 +264,15 @@ def _prompt_text(body: dict) -> str:
 class _Server:
     """The asyncio side: one task per connection, requests served in order on each."""
 
-    def __init__(self, handler: Handler, *, record: bool, model: str, owned_by: str) -> None:
+    def __init__(
+        self,
+        handler: Handler,
+        *,
+        record: bool,
+        model: str,
+        owned_by: str,
+        batch: BatchBehaviour | None = None,
+    ) -> None:
         self.handler = handler
         self.owned_by = owned_by
         self.record = record
@@ -263,6 +281,8 @@ class _Server:
         self.requests: list[RecordedRequest] = []
         self._writers: set[asyncio.StreamWriter] = set()
         self._counter = 0
+        self.api_requests: list[RecordedRequest] = []  # Files / Batches requests (body: JSON or form fields)
+        self.batches = _BatchStore(self, batch if batch is not None else BatchBehaviour())
 
     async def connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.stats.connections += 1
@@ -316,6 +336,11 @@ class _Server:
                 "data": [{"id": self.model, "object": "model", "owned_by": self.owned_by}],
             }
             await self._send(writer, 200, models, close=close)
+            return not close
+        routed = await self.batches.route(method, path, headers, raw)
+        if routed is not None:
+            code, payload, content_type = routed
+            await self._send(writer, code, payload, close=close, content_type=content_type)
             return not close
         if method != "POST" or not path.endswith("/chat/completions"):
             await self._send(writer, 404, {"error": {"message": f"no route {method} {path}"}}, close=close)
@@ -404,12 +429,13 @@ class _Server:
         headers: Mapping[str, str] | None = None,
         close: bool = False,
         truncate: bool = False,
+        content_type: str = "application/json",
     ) -> None:
         data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
         extra = "".join(f"{k}: {v}\r\n" for k, v in (headers or {}).items())
         head = (
             f"HTTP/1.1 {status} {_REASONS.get(status, 'Status')}\r\n"
-            f"content-type: application/json\r\ncontent-length: {len(data)}\r\n"
+            f"content-type: {content_type}\r\ncontent-length: {len(data)}\r\n"
             f"{'connection: close' if close or truncate else 'connection: keep-alive'}\r\n{extra}\r\n"
         ).encode("latin-1")
         try:
@@ -449,6 +475,221 @@ def _reset(writer: asyncio.StreamWriter) -> None:
     transport.abort()
 
 
+# ------------------------------------------------------------------------------------ batches
+
+
+@dataclass
+class BatchBehaviour:
+    """How the Batch API routes behave. Mutable: a test may change it between two batches.
+
+    ``polls_to_complete``: the batch reaches its final status on this ``GET /v1/batches/{id}`` (it is
+    ``validating`` before the first poll, ``in_progress`` in between). ``outcome``: ``completed``,
+    ``failed`` (no output; ``failure_message`` in ``errors``) or ``expired`` (only the first
+    ``expire_after`` lines were answered). ``line_error(custom_id)`` may return a batch-level error
+    ``{"code": …, "message": …}``: that line goes to the error file with ``response: null``.
+    """
+
+    polls_to_complete: int = 2
+    outcome: str = "completed"
+    expire_after: int = 0
+    failure_message: str = "The batch could not be processed (simulated failure)."
+    line_error: Callable[[str], dict | None] | None = None
+
+
+_BATCH_ROUTE = re.compile(r"/(files|batches)(?:/([^/]+))?(?:/(content))?$")
+
+
+def _multipart(content_type: str, raw: bytes) -> dict[str, tuple[str | None, bytes]]:
+    """The parts of a ``multipart/form-data`` body: field name → (filename, content). Minimal."""
+    m = re.search(r'boundary="?([^";]+)"?', content_type)
+    if m is None:
+        raise ValueError("multipart body without a boundary")
+    out: dict[str, tuple[str | None, bytes]] = {}
+    for part in raw.split(b"--" + m.group(1).encode("latin-1"))[1:]:
+        if part.startswith(b"--"):
+            break
+        head, _, content = part.removeprefix(b"\r\n").partition(b"\r\n\r\n")
+        header_lines = head.decode("latin-1").split("\r\n")
+        disposition = next((ln for ln in header_lines if ln.lower().startswith("content-disposition")), "")
+        name = re.search(r'\bname="([^"]*)"', disposition)
+        filename = re.search(r'\bfilename="([^"]*)"', disposition)
+        if name:
+            out[name.group(1)] = (filename.group(1) if filename else None, content.removesuffix(b"\r\n"))
+    return out
+
+
+class _BatchStore:
+    """Files and batches held in memory, answered through the server's handler on completion."""
+
+    def __init__(self, server: _Server, behaviour: BatchBehaviour) -> None:
+        self.server = server
+        self.behaviour = behaviour
+        self.files: dict[str, dict] = {}
+        self.contents: dict[str, bytes] = {}
+        self.batches: dict[str, dict] = {}
+        self.polls: Counter = Counter()
+        self._ids = 0
+
+    def _id(self, prefix: str) -> str:
+        self._ids += 1
+        return f"{prefix}{self._ids:06d}"
+
+    def _file(self, data: bytes, filename: str, purpose: str) -> dict:
+        fid = self._id("file-")
+        self.files[fid] = {
+            "id": fid, "object": "file", "bytes": len(data), "created_at": int(time.time()),
+            "filename": filename, "purpose": purpose, "status": "processed",
+        }
+        self.contents[fid] = data
+        return self.files[fid]
+
+    async def route(
+        self, method: str, path: str, headers: dict[str, str], raw: bytes
+    ) -> tuple[int, dict | bytes, str] | None:
+        m = _BATCH_ROUTE.search(path)
+        if m is None:
+            return None
+        kind, ident, sub = m.groups()
+        record = self.server.record
+        try:
+            if kind == "files" and method == "POST" and ident is None:
+                parts = _multipart(headers.get("content-type", ""), raw)
+                if "file" not in parts:
+                    return 400, _error_body(400, "missing 'file' part"), "application/json"
+                filename, data = parts["file"]
+                purpose = parts.get("purpose", (None, b""))[1].decode()
+                if record:
+                    self.server.api_requests.append(
+                        RecordedRequest(method, path, headers, {"purpose": purpose, "filename": filename})
+                    )
+                return 200, self._file(data, filename or "upload.jsonl", purpose), "application/json"
+            body = json.loads(raw) if raw else None
+        except ValueError as exc:
+            return 400, _error_body(400, f"invalid body: {exc}"), "application/json"
+        if record:
+            self.server.api_requests.append(RecordedRequest(method, path, headers, body))
+        if kind == "files" and method == "GET" and ident in self.files:
+            if sub == "content":
+                return 200, self.contents[ident], "application/octet-stream"
+            return 200, self.files[ident], "application/json"
+        if kind == "batches" and method == "POST" and ident is None and isinstance(body, dict):
+            return self._create(body)
+        if kind == "batches" and method == "GET" and ident is None:
+            data = sorted(self.batches.values(), key=lambda b: b["id"], reverse=True)
+            return 200, {"object": "list", "data": data, "has_more": False,
+                         "first_id": data[0]["id"] if data else None,
+                         "last_id": data[-1]["id"] if data else None}, "application/json"
+        if kind == "batches" and method == "GET" and ident in self.batches:
+            await self._advance(ident)
+            return 200, self.batches[ident], "application/json"
+        return 404, _error_body(404, f"no {kind[:-1]} {ident!r} for {method} {path}"), "application/json"
+
+    def _create(self, body: dict) -> tuple[int, dict, str]:
+        input_id = body.get("input_file_id")
+        if input_id not in self.files:
+            return 400, _error_body(400, f"no such file: {input_id!r}"), "application/json"
+        if body.get("completion_window") != "24h":
+            return 400, _error_body(400, "completion_window must be 24h"), "application/json"
+        now = int(time.time())
+        bid = self._id("batch_")
+        self.batches[bid] = {
+            "id": bid, "object": "batch", "endpoint": body.get("endpoint"), "errors": None,
+            "input_file_id": input_id, "completion_window": "24h", "status": "validating",
+            "output_file_id": None, "error_file_id": None, "created_at": now, "expires_at": now + 86400,
+            "in_progress_at": None, "completed_at": None, "failed_at": None, "expired_at": None,
+            "request_counts": {"total": 0, "completed": 0, "failed": 0},
+            "metadata": body.get("metadata"),
+        }
+        return 200, self.batches[bid], "application/json"
+
+    def _validate(self, batch: dict) -> tuple[list[dict], list[dict]]:
+        """The input file's request lines, and OpenAI-style validation errors (which fail the batch)."""
+        lines, errors, seen = [], [], set()
+        for n, text in enumerate(self.contents[batch["input_file_id"]].decode().splitlines(), 1):
+            try:
+                line = json.loads(text)
+            except ValueError:
+                errors.append({"code": "invalid_json_line", "line": n, "message": "not JSON", "param": None})
+                continue
+            cid = line.get("custom_id") if isinstance(line, dict) else None
+            if not isinstance(cid, str) or cid in seen:
+                errors.append({"code": "duplicate_custom_id" if cid in seen else "missing_custom_id",
+                               "line": n, "message": f"custom_id {cid!r}", "param": "custom_id"})
+            elif line.get("method") != "POST" or line.get("url") != batch["endpoint"]:
+                errors.append({"code": "invalid_url", "line": n, "message": "wrong method or url",
+                               "param": "url"})
+            else:
+                seen.add(cid)
+                lines.append(line)
+        if not lines and not errors:
+            errors.append({"code": "empty_file", "line": None, "message": "no requests", "param": None})
+        return lines, errors
+
+    async def _advance(self, bid: str) -> None:
+        batch = self.batches[bid]
+        if batch["status"] not in ("validating", "in_progress"):
+            return
+        self.polls[bid] += 1
+        now = int(time.time())
+        lines, errors = self._validate(batch)
+        batch["request_counts"]["total"] = len(lines)
+        if errors:
+            batch.update(status="failed", failed_at=now, errors={"object": "list", "data": errors})
+            return
+        if self.polls[bid] < max(1, self.behaviour.polls_to_complete):
+            batch.update(status="in_progress", in_progress_at=batch["in_progress_at"] or now)
+            return
+        outcome = self.behaviour.outcome
+        if outcome == "failed":
+            message = self.behaviour.failure_message
+            err = {"code": "batch_failed", "line": None, "message": message, "param": None}
+            batch.update(status="failed", failed_at=now, errors={"object": "list", "data": [err]})
+            return
+        answered = lines[: self.behaviour.expire_after] if outcome == "expired" else lines
+        out, err_lines = [], []
+        for line in answered:
+            result, ok = await self._answer(line)
+            (out if ok else err_lines).append(json.dumps(result))
+        if out:
+            batch["output_file_id"] = self._file(("\n".join(out) + "\n").encode(), f"{bid}_output.jsonl",
+                                                 "batch_output")["id"]
+        if err_lines:
+            batch["error_file_id"] = self._file(("\n".join(err_lines) + "\n").encode(), f"{bid}_error.jsonl",
+                                                "batch_output")["id"]
+        batch["request_counts"].update(completed=len(out), failed=len(err_lines))
+        if outcome == "expired":
+            batch.update(status="expired", expired_at=now)
+        else:
+            batch.update(status="completed", completed_at=now)
+
+    async def _answer(self, line: dict) -> tuple[dict, bool]:
+        """One request line → (output/error line, whether it belongs in the output file)."""
+        cid = line["custom_id"]
+        self.server.stats.batch_lines += 1
+        head = {"id": f"batch_req_{self._id('')}", "custom_id": cid}
+        hook = self.behaviour.line_error
+        line_error = hook(cid) if hook is not None else None
+        if line_error is not None:
+            return {**head, "response": None, "error": line_error}, False
+        body = line.get("body") if isinstance(line.get("body"), dict) else {}
+        try:
+            reply = self.server.handler(body)
+            if inspect.isawaitable(reply):
+                reply = await reply
+        except Exception as exc:
+            reply = Reply(status=500, error=f"handler error: {type(exc).__name__}: {exc}")
+        if reply.reset or reply.truncate_body or reply.raw_body is not None:
+            reply = Reply(status=500, error="The server had an error while processing your request.")
+        request_id = f"req_{self._id('')}"
+        if reply.status >= 400:
+            err = reply.error if isinstance(reply.error, dict) else _error_body(reply.status, reply.error)
+            response = {"status_code": reply.status, "request_id": request_id, "body": err}
+            return {**head, "response": response, "error": None}, False
+        completion = self.server._completion(body, reply)
+        response = {"status_code": 200, "request_id": request_id, "body": completion}
+        return {**head, "response": response, "error": None}, True
+
+
 async def serve(
     handler: Handler,
     host: str = "127.0.0.1",
@@ -457,12 +698,14 @@ async def serve(
     record: bool = False,
     model: str = "judgekit-test",
     owned_by: str = "judgekit",
+    batch: BatchBehaviour | None = None,
 ) -> tuple[asyncio.Server, _Server]:
     """Start serving on the running loop; returns the asyncio server and the state (stats, requests).
 
-    ``model`` / ``owned_by`` are what ``GET /v1/models`` lists (a simulated judge names itself there).
+    ``model`` / ``owned_by`` are what ``GET /v1/models`` lists (a simulated judge names itself there);
+    ``batch`` sets how the Batch API routes behave (default: complete on the second poll).
     """
-    state = _Server(handler, record=record, model=model, owned_by=owned_by)
+    state = _Server(handler, record=record, model=model, owned_by=owned_by, batch=batch)
     server = await asyncio.start_server(state.connection, host, port, backlog=1024)
     return server, state
 
@@ -484,8 +727,10 @@ class ServerThread:
         record: bool = False,
         model: str = "judgekit-test",
         owned_by: str = "judgekit",
+        batch: BatchBehaviour | None = None,
     ) -> None:
         self._handler = handler
+        self._batch = batch
         self._owned_by = owned_by
         self.host = host
         self.port = port
@@ -512,6 +757,12 @@ class ServerThread:
         assert self._state is not None, "server not started"
         return self._state.requests
 
+    @property
+    def api_requests(self) -> list[RecordedRequest]:
+        """Files and Batches requests, in order (recorded when ``record=True``)."""
+        assert self._state is not None, "server not started"
+        return self._state.api_requests
+
     def start(self) -> ServerThread:
         self._thread = threading.Thread(target=self._run, name="openai-server", daemon=True)
         self._thread.start()
@@ -533,6 +784,7 @@ class ServerThread:
                     record=self._record,
                     model=self._model,
                     owned_by=self._owned_by,
+                    batch=self._batch,
                 )
             )
             self.port = self._server.sockets[0].getsockname()[1]

@@ -9,6 +9,12 @@ runs out, ``default`` answers (an ``ok`` echo of the schema unless told otherwis
 llama.cpp's server gives (status ``reject_status``, 400 by default) *without* consuming a step;
 ``reject_response_format=True`` rejects every ``response_format`` (a server that takes neither).
 Every request is recorded (body and lower-cased headers) for assertions.
+
+The Files and Batch API routes are served too (see :class:`judgekit.openai_server.BatchBehaviour`):
+each line of a batch consumes a script step like a live request would, so the same faults and
+malformed replies land in the batch's output and error files. ``srv.batch`` is the (mutable)
+behaviour; ``srv.api_requests`` records the Files/Batches requests, ``srv.count("POST", "/batches")``
+counts them.
 """
 
 from __future__ import annotations
@@ -18,7 +24,15 @@ import json
 import threading
 from collections.abc import Callable, Sequence
 
-from judgekit.openai_server import RecordedRequest, Reply, ServerThread, Usage, echo_reply
+from judgekit.openai_server import (
+    BatchBehaviour,
+    RecordedRequest,
+    Reply,
+    ServerStats,
+    ServerThread,
+    Usage,
+    echo_reply,
+)
 
 Step = Reply | Callable[[dict], Reply]
 Script = Sequence[Step] | Callable[[int, dict], Step]
@@ -104,6 +118,7 @@ class ScriptedServer:
         reject_json_schema: bool = False,
         reject_response_format: bool = False,
         reject_status: int = 400,
+        batch: BatchBehaviour | None = None,
     ) -> None:
         self.script = script
         self.default = default if default is not None else ok()
@@ -112,7 +127,8 @@ class ScriptedServer:
         self.reject_status = reject_status
         self.steps_used = 0
         self._lock = threading.Lock()
-        self._thread = ServerThread(self._handle, record=True)
+        self.batch = batch if batch is not None else BatchBehaviour(polls_to_complete=2)
+        self._thread = ServerThread(self._handle, record=True, batch=self.batch)
 
     def _next_step(self, body: dict) -> Step:
         with self._lock:
@@ -143,6 +159,19 @@ class ScriptedServer:
     @property
     def requests(self) -> list[RecordedRequest]:
         return self._thread.requests
+
+    @property
+    def stats(self) -> ServerStats:
+        return self._thread.stats
+
+    @property
+    def api_requests(self) -> list[RecordedRequest]:
+        """Files and Batches requests (uploads recorded as their form fields, not the file)."""
+        return self._thread.api_requests
+
+    def count(self, method: str, path_suffix: str) -> int:
+        """How many Files/Batches requests had this method and a path ending in ``path_suffix``."""
+        return sum(1 for r in self.api_requests if r.method == method and r.path.endswith(path_suffix))
 
     @property
     def formats(self) -> list[str]:
