@@ -208,13 +208,26 @@ class _ProgressLine:
             sys.stderr.write("\n")
 
 
-def _execute(db: str | None, run_ref: str, concurrency: int, breaker: int) -> None:
-    from judgekit import runner
+def _execute(db: str | None, run_ref: str, concurrency: int, breaker: int, *, use_batch: bool = False,
+             poll_interval: float = 30.0) -> None:
+    """Send a run's missing calls live, or through the OpenAI Batch API (also when a batch is under way)."""
+    from judgekit import batch, client, runner
 
     engine = store.engine_for(db)
-    pending = runner.count_pending(engine, run_ref)
-    summary = runner.run_sync(engine, run_ref, concurrency=concurrency, breaker=breaker,
-                              progress=_ProgressLine(pending) if pending else None)
+    try:
+        if use_batch or batch.load_state(engine, run_ref) is not None:
+            summary = batch.run_batch_sync(
+                engine, run_ref, interval_s=poll_interval,
+                progress=lambda st: typer.echo(
+                    f"batch {st.batch_id}: {st.status} {st.completed + st.failed}/{st.request_count}", err=True
+                ),
+            )
+        else:
+            pending = runner.count_pending(engine, run_ref)
+            summary = runner.run_sync(engine, run_ref, concurrency=concurrency, breaker=breaker,
+                                      progress=_ProgressLine(pending) if pending else None)
+    except (batch.BatchError, client.JudgeConfigError) as e:
+        raise UsageError(str(e)) from None
     _print_summary(summary)
     if summary.status not in ("done",):
         raise typer.Exit(1)
@@ -265,6 +278,9 @@ def run(
                                                     help="Ask reasoning models not to think aloud.")] = False,
     temperature: Annotated[float, typer.Option(help="Sampling temperature.")] = 0.0,
     breaker: Annotated[int, typer.Option(help="Stop after N consecutive failed calls (0 = never).")] = 10,
+    use_batch: Annotated[bool, typer.Option("--batch", help="Send through the OpenAI Batch API (large runs, "
+                                                            "half price; resumable).")] = False,
+    poll_interval: Annotated[float, typer.Option("--poll-interval", help="Seconds between batch polls.")] = 30.0,
     db: DbOption = None,
 ) -> None:
     """Judge a dataset with one harness; every call and verdict is stored as it finishes."""
@@ -290,7 +306,7 @@ def run(
         run_name = new.name
     typer.echo(f"run {run_name}: {spec.label} on {dataset} × {rubric} with {model}"
                + (" (simulated judge)" if kind == "simulated" else ""), err=True)
-    _execute(db, run_name, concurrency, breaker)
+    _execute(db, run_name, concurrency, breaker, use_batch=use_batch, poll_interval=poll_interval)
 
 
 @command()
@@ -298,10 +314,12 @@ def resume(
     run_ref: Annotated[str, typer.Argument(metavar="RUN", help="Run name or id.")],
     concurrency: Annotated[int, typer.Option(min=1, max=256)] = 8,
     breaker: Annotated[int, typer.Option(help="Stop after N consecutive failed calls (0 = never).")] = 10,
+    poll_interval: Annotated[float, typer.Option("--poll-interval", help="Seconds between batch polls.")] = 30.0,
     db: DbOption = None,
 ) -> None:
-    """Send only the calls of a run that have no verdict yet (after a crash, cancel or failure)."""
-    _execute(db, run_ref, concurrency, breaker)
+    """Send only the calls of a run that have no verdict yet (after a crash, cancel or failure); a run
+    sent through the Batch API continues its batch."""
+    _execute(db, run_ref, concurrency, breaker, poll_interval=poll_interval)
 
 
 @command("sim-judge")

@@ -388,17 +388,18 @@ def load_human(
 ) -> Source:
     """The human column: the majority of every annotator except ``reference``, ties unresolved (NaN).
 
-    * Binary view: :func:`stats.consensus` over the annotators' binary views (scale labels through
-      ``pass_at``), so a tie is NaN, never a silent pass or fail.
+    * Binary view: :func:`judgekit.labeling.human_consensus` — the majority of the annotators' binary
+      views (scale labels through ``pass_at``), a tie NaN (never a silent pass or fail), and where an
+      ``adjudicator`` labelled a cell, the adjudicators settle it.
     * Raw view (scale metrics): :func:`stats.consensus_scale` (median) for scale criteria.
     * ``reference`` (the demo's planted truth) is left out whenever another annotator exists; when it is
       the only annotator the human column *is* ``reference`` and the source says ``human:reference``.
       The source key is ``human`` otherwise; ``judge`` names the annotators behind it.
-    * Where an annotator with role ``adjudicator`` labelled a cell, that label settles it (the majority
-      of the adjudicators if several), overriding the others' majority.
 
     Raises ``NotFound`` when the dataset has no labels at all.
     """
+    from judgekit import labeling
+
     ds = dataset if isinstance(dataset, store.Dataset) else store.get_dataset(s, dataset)
     index = example_index(s, ds.id)
     every = store.annotators_for_dataset(s, ds.id)
@@ -406,24 +407,12 @@ def load_human(
         raise store.NotFound(f"dataset {ds.name!r} has no human labels (see `judgekit import-labels`)")
     chosen = [a for a in every if a != REFERENCE_ANNOTATOR] or every
     names, crits, L, judged = _label_tensor(s, index, criteria, chosen)
-    thresholds = _thresholds(crits)
-    binary = stats.consensus(stats.binarize(L, thresholds)) if names else np.full(L.shape[1:], np.nan)
+    exclude = () if chosen == [REFERENCE_ANNOTATOR] else (REFERENCE_ANNOTATOR,)
+    binary = labeling.human_consensus(s, ds.id, crits, exclude=exclude).matrix  # rows follow index order
     scale = np.array([c.is_scale for c in crits], dtype=bool)
     raw = binary.copy()
     if scale.any() and names:
         raw[:, scale] = stats.consensus_scale(L[:, :, scale])
-    role_rows = s.execute(
-        select(store.Annotator.name, store.Annotator.role).where(store.Annotator.name.in_(names))
-    ).all()
-    roles = {name: role for name, role in role_rows}
-    adj = [i for i, a in enumerate(names) if roles.get(a) == "adjudicator"]
-    if adj and len(adj) < len(names):  # an adjudicator's label settles the cell (schema 0002)
-        settled_b = stats.consensus(stats.binarize(L[adj], thresholds))
-        binary = np.where(np.isnan(settled_b), binary, settled_b)
-        settled_r = settled_b.copy()
-        if scale.any():
-            settled_r[:, scale] = stats.consensus_scale(L[adj][:, :, scale])
-        raw = np.where(np.isnan(settled_r), raw, settled_r)
     if chosen == [REFERENCE_ANNOTATOR]:
         key, judge = "human:reference", "human: reference (the demo's planted truth)"
     elif len(chosen) == 1:

@@ -394,3 +394,21 @@ def test_killed_process_resumes_without_a_second_batch(demo, db_url):
         summary = batch.run_batch_sync(demo, name, interval_s=FAST)
         assert srv.count("POST", "/batches") == 1
     assert summary.status == "done" and verdict_keys(demo, name) == all_pairs(demo, name)
+
+
+def test_cli_run_batch_and_resume(cli, engine):
+    """`judgekit run --batch` submits, polls and imports; `resume` on the finished run sends nothing."""
+    with Session(engine) as s, s.begin():
+        imports.load_demo(s, n_examples=20)
+    with ScriptedServer() as srv:
+        result = cli("run", "--dataset", "demo", "--rubric", "demo", "--harness", "split", "--base-url",
+                     srv.base_url, "--model", "gpt-4o-mini", "--limit", "4", "--name", "b", "--batch",
+                     "--poll-interval", "0.01", "--judge-kind", "openai")
+        assert result.exit_code == 0, result.stderr
+        assert "run b (#1): done" in result.stdout
+        assert srv.count("POST", "/batches") == 1
+        again = cli("resume", "b", "--poll-interval", "0.01")
+        assert again.exit_code == 0, again.stderr
+        assert srv.count("POST", "/batches") == 1
+    with Session(engine) as s:
+        assert s.scalar(select(func.count()).select_from(store.Verdict)) == 24
