@@ -29,7 +29,9 @@ app = typer.Typer(
 
 DbOption = Annotated[
     str | None,
-    typer.Option("--db", help="SQLAlchemy URL (default: $JUDGEKIT_DB_URL, else sqlite:///db/judgekit.sqlite)."),
+    typer.Option(
+        "--db", help="SQLAlchemy URL (default: $JUDGEKIT_DB_URL, else sqlite:///db/judgekit.sqlite)."
+    ),
 ]
 
 
@@ -81,12 +83,16 @@ def init(db: DbOption = None) -> None:
     engine = store.engine_for(db, migrate=False)
     applied = store.upgrade(engine)
     where = engine.url.render_as_string(hide_password=True)
-    typer.echo(f"{'migrated' if applied else 'up to date'}: {where} at revision {store.current_revision(engine)}")
+    typer.echo(
+        f"{'migrated' if applied else 'up to date'}: {where} at revision {store.current_revision(engine)}"
+    )
 
 
 @command()
 def demo(
-    examples: Annotated[int, typer.Option("--examples", min=10, max=200_000, help="Number of demo answers.")] = 600,
+    examples: Annotated[
+        int, typer.Option("--examples", min=10, max=200_000, help="Number of demo answers.")
+    ] = 600,
     seed: Annotated[int, typer.Option(help="Generator seed.")] = 0,
     db: DbOption = None,
 ) -> None:
@@ -124,7 +130,9 @@ def import_rubric(
 
 @command("import-labels")
 def import_labels(
-    path: Annotated[Path, typer.Argument(help="Long JSONL/CSV (example_id, criterion, value, annotator) or wide CSV.")],
+    path: Annotated[
+        Path, typer.Argument(help="Long JSONL/CSV (example_id, criterion, value, annotator) or wide CSV.")
+    ],
     dataset: Annotated[str, typer.Option("--dataset", help="Dataset the labels belong to.")],
     annotator: Annotated[str | None, typer.Option(help="Annotator for rows that do not name one.")] = None,
     rubric: Annotated[str | None, typer.Option(help="Check criteria against this rubric only.")] = None,
@@ -139,7 +147,9 @@ def import_labels(
 
 @command("import-run")
 def import_run(
-    path: Annotated[Path, typer.Argument(help="JSONL/CSV of example_id, criterion, verdict[, rationale, p_pass].")],
+    path: Annotated[
+        Path, typer.Argument(help="JSONL/CSV of example_id, criterion, verdict[, rationale, p_pass].")
+    ],
     dataset: Annotated[str, typer.Option("--dataset")],
     rubric: Annotated[str, typer.Option("--rubric")],
     name: Annotated[str, typer.Option("--name", help="Name of the new run.")],
@@ -176,8 +186,10 @@ def list_cmd(db: DbOption = None) -> None:
             ko = f"  K.O.: {r['ko_rule']}" if r["ko_rule"] else ""
             typer.echo(f"rubric   {r['name']:<24} {', '.join(r['criteria'])}{ko}")
         for r in store.list_runs(s):
-            typer.echo(f"run {r['id']:<4} {r['name']:<24} {r['status']:<9} {r['harness']:<28} {r['judge']}  "
-                       f"{r['scored']}/{r['verdicts']} scored")
+            typer.echo(
+                f"run {r['id']:<4} {r['name']:<24} {r['status']:<9} {r['harness']:<28} {r['judge']}  "
+                f"{r['scored']}/{r['verdicts']} scored"
+            )
 
 
 # --------------------------------------------------------------------------- judging
@@ -208,8 +220,15 @@ class _ProgressLine:
             sys.stderr.write("\n")
 
 
-def _execute(db: str | None, run_ref: str, concurrency: int, breaker: int, *, use_batch: bool = False,
-             poll_interval: float = 30.0) -> None:
+def _execute(
+    db: str | None,
+    run_ref: str,
+    concurrency: int,
+    breaker: int,
+    *,
+    use_batch: bool = False,
+    poll_interval: float = 30.0,
+) -> None:
     """Send a run's missing calls live, or through the OpenAI Batch API (also when a batch is under way)."""
     from judgekit import batch, client, runner
 
@@ -217,15 +236,23 @@ def _execute(db: str | None, run_ref: str, concurrency: int, breaker: int, *, us
     try:
         if use_batch or batch.load_state(engine, run_ref) is not None:
             summary = batch.run_batch_sync(
-                engine, run_ref, interval_s=poll_interval,
+                engine,
+                run_ref,
+                interval_s=poll_interval,
                 progress=lambda st: typer.echo(
-                    f"batch {st.batch_id}: {st.status} {st.completed + st.failed}/{st.request_count}", err=True
+                    f"batch {st.batch_id}: {st.status} {st.completed + st.failed}/{st.request_count}",
+                    err=True,
                 ),
             )
         else:
             pending = runner.count_pending(engine, run_ref)
-            summary = runner.run_sync(engine, run_ref, concurrency=concurrency, breaker=breaker,
-                                      progress=_ProgressLine(pending) if pending else None)
+            summary = runner.run_sync(
+                engine,
+                run_ref,
+                concurrency=concurrency,
+                breaker=breaker,
+                progress=_ProgressLine(pending) if pending else None,
+            )
     except (batch.BatchError, client.JudgeConfigError) as e:
         raise UsageError(str(e)) from None
     _print_summary(summary)
@@ -236,8 +263,8 @@ def _execute(db: str | None, run_ref: str, concurrency: int, breaker: int, *, us
 def _print_summary(summary) -> None:
     t = summary.totals
     lines = [
-        f"run {summary.name} (#{summary.run_id}): {summary.status}" + (f" — {summary.message}" if summary.message
-                                                                       else ""),
+        f"run {summary.name} (#{summary.run_id}): {summary.status}"
+        + (f" — {summary.message}" if summary.message else ""),
         f"  this session: {summary.calls_sent} calls sent, {summary.failed_calls} failed at the endpoint, "
         f"{summary.unscored} verdicts unscored",
         f"  run totals:   {t['calls']} calls, {t['retries']} retries, {t['failed_calls']} failed, "
@@ -253,34 +280,57 @@ def _print_summary(summary) -> None:
 def run(
     dataset: Annotated[str, typer.Option("--dataset", help="Dataset to judge.")],
     rubric: Annotated[str, typer.Option("--rubric", help="Rubric whose criteria the judge applies.")],
-    base_url: Annotated[str, typer.Option("--base-url", help="OpenAI-compatible endpoint, e.g. http://127.0.0.1:8765/v1")],
+    base_url: Annotated[
+        str, typer.Option("--base-url", help="OpenAI-compatible endpoint, e.g. http://127.0.0.1:8765/v1")
+    ],
     model: Annotated[str, typer.Option("--model", help="Model name at that endpoint.")],
     harness: Annotated[str, typer.Option("--harness", help="single | split | grouped:a+b|c+d")] = "single",
-    order: Annotated[str, typer.Option(help="verdict_first | reasoning_first | verdict_only")] = "verdict_first",
+    order: Annotated[
+        str, typer.Option(help="verdict_first | reasoning_first | verdict_only")
+    ] = "verdict_first",
     shuffle: Annotated[bool, typer.Option("--shuffle", help="Per-example seeded criterion order.")] = False,
-    independence_note: Annotated[bool, typer.Option("--independence-note",
-                                                    help="Add seed 003's 'evaluate independently' sentence.")] = False,
+    independence_note: Annotated[
+        bool, typer.Option("--independence-note", help="Add seed 003's 'evaluate independently' sentence.")
+    ] = False,
     structured: Annotated[str, typer.Option(help="auto | json_schema | json_object | prompt")] = "auto",
-    logprobs: Annotated[bool, typer.Option("--logprobs", help="Record P(pass) from token log-probabilities.")] = False,
-    prompt_variant: Annotated[str, typer.Option("--prompt-variant", help="Named prompt template.")] = "default",
-    layout: Annotated[str, typer.Option(help="shared_prefix (prefix-cache friendly) | criterion_first")] = "shared_prefix",
-    api_key_env: Annotated[str | None, typer.Option("--api-key-env",
-                                                    help="NAME of the environment variable holding the key.")] = None,
-    judge_kind: Annotated[str, typer.Option("--judge-kind", help="auto | openai | simulated | local")] = "auto",
+    logprobs: Annotated[
+        bool, typer.Option("--logprobs", help="Record P(pass) from token log-probabilities.")
+    ] = False,
+    prompt_variant: Annotated[
+        str, typer.Option("--prompt-variant", help="Named prompt template.")
+    ] = "default",
+    layout: Annotated[
+        str, typer.Option(help="shared_prefix (prefix-cache friendly) | criterion_first")
+    ] = "shared_prefix",
+    api_key_env: Annotated[
+        str | None, typer.Option("--api-key-env", help="NAME of the environment variable holding the key.")
+    ] = None,
+    judge_kind: Annotated[
+        str, typer.Option("--judge-kind", help="auto | openai | simulated | local")
+    ] = "auto",
     concurrency: Annotated[int, typer.Option(min=1, max=256, help="Calls in flight at once.")] = 8,
     limit: Annotated[int | None, typer.Option(min=1, help="Judge only the first N examples.")] = None,
-    sample: Annotated[int | None, typer.Option(min=1, help="Judge a seeded random sample of N examples.")] = None,
+    sample: Annotated[
+        int | None, typer.Option(min=1, help="Judge a seeded random sample of N examples.")
+    ] = None,
     seed: Annotated[int, typer.Option(help="Seed for --sample and --shuffle.")] = 0,
     name: Annotated[str | None, typer.Option("--name", help="Run name (default: derived, unique).")] = None,
     timeout: Annotated[float, typer.Option(help="Per-call timeout in seconds.")] = 60.0,
     max_tokens: Annotated[int, typer.Option("--max-tokens", help="Runaway guard per call.")] = 1024,
-    suppress_thinking: Annotated[bool, typer.Option("--suppress-thinking",
-                                                    help="Ask reasoning models not to think aloud.")] = False,
+    suppress_thinking: Annotated[
+        bool, typer.Option("--suppress-thinking", help="Ask reasoning models not to think aloud.")
+    ] = False,
     temperature: Annotated[float, typer.Option(help="Sampling temperature.")] = 0.0,
     breaker: Annotated[int, typer.Option(help="Stop after N consecutive failed calls (0 = never).")] = 10,
-    use_batch: Annotated[bool, typer.Option("--batch", help="Send through the OpenAI Batch API (large runs, "
-                                                            "half price; resumable).")] = False,
-    poll_interval: Annotated[float, typer.Option("--poll-interval", help="Seconds between batch polls.")] = 30.0,
+    use_batch: Annotated[
+        bool,
+        typer.Option(
+            "--batch", help="Send through the OpenAI Batch API (large runs, half price; resumable)."
+        ),
+    ] = False,
+    poll_interval: Annotated[
+        float, typer.Option("--poll-interval", help="Seconds between batch polls.")
+    ] = 30.0,
     db: DbOption = None,
 ) -> None:
     """Judge a dataset with one harness; every call and verdict is stored as it finishes."""
@@ -291,21 +341,48 @@ def run(
 
     if api_key_env and api_key_env not in os.environ:
         raise UsageError(f"--api-key-env {api_key_env}: that environment variable is not set")
-    spec = parse_harness(harness, order=order, shuffle=shuffle, independence_note=independence_note,
-                         structured=structured, logprobs=logprobs, prompt_variant=prompt_variant, layout=layout,
-                         seed=seed)
+    spec = parse_harness(
+        harness,
+        order=order,
+        shuffle=shuffle,
+        independence_note=independence_note,
+        structured=structured,
+        logprobs=logprobs,
+        prompt_variant=prompt_variant,
+        layout=layout,
+        seed=seed,
+    )
     if judge_kind not in ("auto", "openai", "simulated", "local"):
         raise UsageError(f"--judge-kind must be auto, openai, simulated or local, not {judge_kind!r}")
     kind = runner.detect_judge_kind(base_url) if judge_kind == "auto" else judge_kind
-    judge = runner.JudgeSpec(base_url=base_url, model=model, kind=kind, api_key_env=api_key_env,
-                             timeout_s=timeout, max_tokens=max_tokens, suppress_thinking=suppress_thinking,
-                             temperature=temperature)
+    judge = runner.JudgeSpec(
+        base_url=base_url,
+        model=model,
+        kind=kind,
+        api_key_env=api_key_env,
+        timeout_s=timeout,
+        max_tokens=max_tokens,
+        suppress_thinking=suppress_thinking,
+        temperature=temperature,
+    )
     with transaction(db) as s:
-        new = runner.create_run(s, dataset=dataset, rubric=rubric, harness=spec, judge=judge, limit=limit,
-                                sample=sample, seed=seed, name=name)
+        new = runner.create_run(
+            s,
+            dataset=dataset,
+            rubric=rubric,
+            harness=spec,
+            judge=judge,
+            limit=limit,
+            sample=sample,
+            seed=seed,
+            name=name,
+        )
         run_name = new.name
-    typer.echo(f"run {run_name}: {spec.label} on {dataset} × {rubric} with {model}"
-               + (" (simulated judge)" if kind == "simulated" else ""), err=True)
+    typer.echo(
+        f"run {run_name}: {spec.label} on {dataset} × {rubric} with {model}"
+        + (" (simulated judge)" if kind == "simulated" else ""),
+        err=True,
+    )
     _execute(db, run_name, concurrency, breaker, use_batch=use_batch, poll_interval=poll_interval)
 
 
@@ -314,7 +391,9 @@ def resume(
     run_ref: Annotated[str, typer.Argument(metavar="RUN", help="Run name or id.")],
     concurrency: Annotated[int, typer.Option(min=1, max=256)] = 8,
     breaker: Annotated[int, typer.Option(help="Stop after N consecutive failed calls (0 = never).")] = 10,
-    poll_interval: Annotated[float, typer.Option("--poll-interval", help="Seconds between batch polls.")] = 30.0,
+    poll_interval: Annotated[
+        float, typer.Option("--poll-interval", help="Seconds between batch polls.")
+    ] = 30.0,
     db: DbOption = None,
 ) -> None:
     """Send only the calls of a run that have no verdict yet (after a crash, cancel or failure); a run
@@ -326,7 +405,9 @@ def resume(
 def sim_judge(
     port: Annotated[int, typer.Option(help="Port to serve on.")] = 8765,
     host: Annotated[str, typer.Option()] = "127.0.0.1",
-    conditioning: Annotated[float, typer.Option(help="G: pull of each field toward fields already emitted.")] = 1.5,
+    conditioning: Annotated[
+        float, typer.Option(help="G: pull of each field toward fields already emitted.")
+    ] = 1.5,
     accuracy: Annotated[float, typer.Option(help="Per-criterion accuracy against the planted truth.")] = 0.9,
     seed: Annotated[int, typer.Option()] = 0,
     latency_ms: Annotated[float, typer.Option("--latency-ms", help="Added latency per reply.")] = 0.0,
@@ -336,7 +417,9 @@ def sim_judge(
     from judgekit import config, simjudge
 
     store.engine_for(db)
-    params = simjudge.SimParams(accuracy=accuracy, conditioning=conditioning, seed=seed, latency_ms=latency_ms)
+    params = simjudge.SimParams(
+        accuracy=accuracy, conditioning=conditioning, seed=seed, latency_ms=latency_ms
+    )
     simjudge.serve_forever(config.db_url(db), params, host, port)
 
 
@@ -344,7 +427,9 @@ def sim_judge(
 def local_judge(
     port: Annotated[int, typer.Option(help="Port to serve on.")] = 8766,
     host: Annotated[str, typer.Option()] = "127.0.0.1",
-    model_path: Annotated[Path | None, typer.Option("--model-path", help="A GGUF file (default: SmolLM2-135M).")] = None,
+    model_path: Annotated[
+        Path | None, typer.Option("--model-path", help="A GGUF file (default: SmolLM2-135M).")
+    ] = None,
     db: DbOption = None,
 ) -> None:
     """Serve the bundled local judge (llama.cpp + SmolLM2-135M): real mechanics, weak judging."""
@@ -369,9 +454,21 @@ def app_cmd(
     if db:
         env["JUDGEKIT_DB_URL"] = db
     store.engine_for(db)  # migrate before the first page renders
-    cmd = [sys.executable, "-m", "streamlit", "run", str(config.REPO_DIR / "app.py"),
-           "--server.address", host, "--server.port", str(port), "--server.headless", "true",
-           "--browser.gatherUsageStats", "false"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "streamlit",
+        "run",
+        str(config.REPO_DIR / "app.py"),
+        "--server.address",
+        host,
+        "--server.port",
+        str(port),
+        "--server.headless",
+        "true",
+        "--browser.gatherUsageStats",
+        "false",
+    ]
     raise typer.Exit(subprocess.call(cmd, env=env))
 
 

@@ -1753,10 +1753,7 @@ def _example(rng: random.Random, example_id: str, status: str, a: int, c: int, s
 def _retrieve(rng: random.Random, topic_i: int, answerable: bool, needs_other: bool) -> list[int]:
     """Context passages: the relevant one (if answerable) plus neighbours, mostly from the same area."""
     r = rng.random()
-    if answerable:
-        n_other = 0 if r < 0.30 else 1 if r < 0.75 else 2
-    else:
-        n_other = 1 if r < 0.4 else 2 if r < 0.8 else 3
+    n_other = (0 if r < 0.3 else 1 if r < 0.75 else 2) if answerable else 1 if r < 0.4 else 2 if r < 0.8 else 3
     if needs_other:
         n_other = max(n_other, 1)
     chosen = [topic_i]

@@ -381,10 +381,7 @@ class _Server:
             err = reply.error if isinstance(reply.error, dict) else _error_body(reply.status, reply.error)
             await self._send(writer, reply.status, err, headers=reply.headers, close=close)
             return not close
-        if reply.raw_body is not None:
-            payload = reply.raw_body
-        else:
-            payload = json.dumps(self._completion(body, reply)).encode()
+        payload = reply.raw_body if reply.raw_body is not None else json.dumps(self._completion(body, reply)).encode()
         await self._send(
             writer, reply.status, payload, headers=reply.headers, close=close, truncate=reply.truncate_body
         )

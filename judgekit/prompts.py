@@ -112,7 +112,9 @@ def criterion_line(c: Criterion, ko_rule: KORule | None) -> str:
     lines = [f"- {c.key}: {c.question} Score 1–5:"]
     lines += [f"    {level} = {c.levels.get(level, '')}" for level in range(1, 6)]
     if ko_rule and ko_rule.criterion == c.key:
-        lines.append(f"    ⛔ K.O. dimension · floor {ko_rule.floor}: a score ≤ {ko_rule.floor} disqualifies the answer.")
+        lines.append(
+            f"    ⛔ K.O. dimension · floor {ko_rule.floor}: a score ≤ {ko_rule.floor} disqualifies the answer."
+        )
     return "\n".join(lines)
 
 
@@ -160,8 +162,12 @@ def response_schema(criteria: Sequence[Criterion], order: str) -> dict:
             fields = {"rationale": fields["rationale"], "verdict": verdict}
         if c.is_scale:
             fields["red_flags"] = {"type": "array", "items": {"type": "string"}}
-        props[c.key] = {"type": "object", "properties": fields, "required": list(fields),
-                        "additionalProperties": False}
+        props[c.key] = {
+            "type": "object",
+            "properties": fields,
+            "required": list(fields),
+            "additionalProperties": False,
+        }
     return {"type": "object", "properties": props, "required": list(props), "additionalProperties": False}
 
 
@@ -195,12 +201,12 @@ def parse_judge_request(messages: Sequence[dict]) -> JudgeRequest | None:
         cut = user.find("\n\n## Context\n")
         if cut < 0:
             return None
-        tail, body = user[:cut], user[cut + 2:]
+        tail, body = user[:cut], user[cut + 2 :]
     else:
         cut = user.rfind("\n\n## Criteria\n")
         if cut < 0:
             return None
-        body, tail = user[:cut], user[cut + 2:]
+        body, tail = user[:cut], user[cut + 2 :]
     positions = []
     start = 0
     for header in _HEADERS:
@@ -209,9 +215,9 @@ def parse_judge_request(messages: Sequence[dict]) -> JudgeRequest | None:
             return None
         positions.append((at, at + len(header)))
         start = at + len(header)
-    context = body[positions[0][1]:positions[1][0]]
-    question = body[positions[1][1]:positions[2][0]]
-    answer = body[positions[2][1]:]
+    context = body[positions[0][1] : positions[1][0]]
+    question = body[positions[1][1] : positions[2][0]]
+    answer = body[positions[2][1] :]
     crit_block = tail.split("\n\n## Reply format", 1)[0]
     keys = tuple(_KEY_LINE.findall(crit_block))
     if not keys:
@@ -287,7 +293,8 @@ def critique_block(item: CritiqueText) -> str:
     dim = item.dimension
     if dim.is_scale:
         dim_text = f"{dim.key}: {dim.question} Score 1–5:\n" + "\n".join(
-            f"    {level} = {dim.levels.get(level, '')}" for level in range(1, 6))
+            f"    {level} = {dim.levels.get(level, '')}" for level in range(1, 6)
+        )
         score = "(unscored)" if item.score is None else f"{item.score}"
     else:
         dim_text = f"{dim.key}: {dim.question} (true = passes, false = fails)"
@@ -297,8 +304,10 @@ def critique_block(item: CritiqueText) -> str:
         ko = "(this rubric has no K.O. dimension)"
     else:
         scored = "unscored" if item.ko.score is None else f"scored {item.ko.score}"
-        ko = (f"{item.ko.criterion} · floor {item.ko.floor}: a score ≤ {item.ko.floor} disqualifies the "
-              f"answer; the judge {scored}")
+        ko = (
+            f"{item.ko.criterion} · floor {item.ko.floor}: a score ≤ {item.ko.floor} disqualifies the "
+            f"answer; the judge {scored}"
+        )
     return (
         f"## Judged dimension\n{dim_text}\n\n"
         f"## Judge's score\n{score}\n\n"
@@ -308,8 +317,9 @@ def critique_block(item: CritiqueText) -> str:
     )
 
 
-def build_critique_messages(item: CritiqueText, criteria: Sequence[Criterion], order: str = "verdict_first"
-                            ) -> list[dict[str, str]]:
+def build_critique_messages(
+    item: CritiqueText, criteria: Sequence[Criterion], order: str = "verdict_first"
+) -> list[dict[str, str]]:
     """The chat messages of one critique call: one stored rationale, one check (``criteria`` has one entry).
 
     Layout for prefix caches: system text, then the example, then the judged verdict — shared by every
@@ -323,7 +333,7 @@ def build_critique_messages(item: CritiqueText, criteria: Sequence[Criterion], o
     user = (
         f"{example_block(item.example)}\n\n{critique_block(item)}\n\n"
         f"## Check\n- {check.key}: {check.question}\n\n"
-        f"## Reply format\nOne JSON object with exactly this key: {check.key}.\n{{\"{check.key}\": {entry}}}"
+        f'## Reply format\nOne JSON object with exactly this key: {check.key}.\n{{"{check.key}": {entry}}}'
     )
     system = f"{CRITIQUE_SYSTEM}\n\n{sentence}"
     return [{"role": "system", "content": system}, {"role": "user", "content": user}]
@@ -345,8 +355,13 @@ class CritiqueRequest:
     order: str
 
 
-_CRIT_HEADERS = ("\n\n## Judged dimension\n", "\n\n## Judge's score\n", "\n\n## Judge's red flags\n",
-                 "\n\n## K.O. dimension\n", "\n\n## Judge's rationale\n")
+_CRIT_HEADERS = (
+    "\n\n## Judged dimension\n",
+    "\n\n## Judge's score\n",
+    "\n\n## Judge's red flags\n",
+    "\n\n## K.O. dimension\n",
+    "\n\n## Judge's rationale\n",
+)
 _KO_CONTEXT = re.compile(r"^(\S+) · floor (\d+): .*the judge (?:scored (\d+)|unscored)$")
 
 
@@ -359,7 +374,7 @@ def parse_critique_request(messages: Sequence[dict]) -> CritiqueRequest | None:
     cut = user.rfind("\n\n## Check\n")  # the last one is ours: only our text follows it
     if cut < 0:
         return None
-    body, tail = user[:cut], user[cut + len("\n\n## Check\n"):]
+    body, tail = user[:cut], user[cut + len("\n\n## Check\n") :]
     m = _KEY_LINE.match(tail)
     answer_at = body.find("\n\n## Answer\n")
     if m is None or answer_at < 0:
@@ -387,7 +402,8 @@ def parse_critique_request(messages: Sequence[dict]) -> CritiqueRequest | None:
         check_key=m.group(1),
         dimension=dim_key,
         dimension_question=dim_question.removesuffix(" Score 1–5:").removesuffix(
-            " (true = passes, false = fails)"),
+            " (true = passes, false = fails)"
+        ),
         score=score,
         red_flags=flags,
         ko_floor=int(ko.group(2)) if ko else None,

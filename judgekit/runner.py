@@ -125,15 +125,31 @@ def create_run(
     if not chosen:
         raise ValueError(f"no examples to judge in dataset {dataset!r} with this --limit/--sample")
     judge_row = store.get_or_create_judge(
-        s, kind=judge.kind, name=judge.name or judge.model, base_url=judge.base_url, model=judge.model,
-        api_key_env=judge.api_key_env, params={"temperature": judge.temperature, "max_retries": judge.max_retries},
-        timeout_s=judge.timeout_s, max_tokens=judge.max_tokens, suppress_thinking=judge.suppress_thinking,
+        s,
+        kind=judge.kind,
+        name=judge.name or judge.model,
+        base_url=judge.base_url,
+        model=judge.model,
+        api_key_env=judge.api_key_env,
+        params={"temperature": judge.temperature, "max_retries": judge.max_retries},
+        timeout_s=judge.timeout_s,
+        max_tokens=judge.max_tokens,
+        suppress_thinking=judge.suppress_thinking,
     )
-    base = name or f"{dataset}-{harness.label.replace(':', '-').replace('|', '_').replace('+', '')}-{judge.model}"
+    base = (
+        name
+        or f"{dataset}-{harness.label.replace(':', '-').replace('|', '_').replace('+', '')}-{judge.model}"
+    )
     run_name = name or store.unique_run_name(s, base)
     return store.create_run(
-        s, name=run_name, dataset=ds, rubric=rubric_row, judge=judge_row, harness=harness.to_dict(),
-        example_ids=[ids[e] for e in chosen], sample={"limit": limit, "sample": sample, "seed": seed},
+        s,
+        name=run_name,
+        dataset=ds,
+        rubric=rubric_row,
+        judge=judge_row,
+        harness=harness.to_dict(),
+        example_ids=[ids[e] for e in chosen],
+        sample={"limit": limit, "sample": sample, "seed": seed},
     )
 
 
@@ -159,7 +175,9 @@ class Estimate:
     examples: int
     calls: int
     prompt_tokens: int
-    cacheable_prompt_tokens: int  # with the shared-prefix layout, all but an example's first call reuse its prefix
+    cacheable_prompt_tokens: (
+        int  # with the shared-prefix layout, all but an example's first call reuse its prefix
+    )
     completion_tokens: int
     usd: float | None
     seconds: float
@@ -172,8 +190,15 @@ TYPICAL_LATENCY_S = {"simulated": 0.02, "local": 1.0, "openai": 2.0}
 
 
 def estimate(
-    s: Session, *, dataset: str, rubric: str, harness: Harness, n_examples: int, model: str | None = None,
-    kind: JudgeKind = "openai", concurrency: int = 8,
+    s: Session,
+    *,
+    dataset: str,
+    rubric: str,
+    harness: Harness,
+    n_examples: int,
+    model: str | None = None,
+    kind: JudgeKind = "openai",
+    concurrency: int = 8,
 ) -> Estimate:
     """Calls, tokens, money and time of one harness over ``n_examples`` examples of a dataset."""
     from judgekit import reports
@@ -181,26 +206,47 @@ def estimate(
     ds = store.get_dataset(s, dataset)
     rubric_val = store.load_rubric(s, rubric)
     groups = criterion_groups(harness, rubric_val)
-    chars = s.scalar(
-        select(func.avg(func.length(store.Example.context) + func.length(store.Example.question)
-                        + func.length(store.Example.answer))).where(store.Example.dataset_id == ds.id)
-    ) or 0
+    chars = (
+        s.scalar(
+            select(
+                func.avg(
+                    func.length(store.Example.context)
+                    + func.length(store.Example.question)
+                    + func.length(store.Example.answer)
+                )
+            ).where(store.Example.dataset_id == ds.id)
+        )
+        or 0
+    )
     system = len(prompts.system_prompt(harness))
     per_criterion = sum(len(prompts.criterion_line(c, rubric_val.ko_rule)) for c in rubric_val.criteria)
     per_criterion = per_criterion / max(1, len(rubric_val.criteria)) + 40
     prompt_tokens = int(n_examples * sum(system + chars + per_criterion * len(g) + 80 for g in groups) / 4)
-    cacheable = int(n_examples * (len(groups) - 1) * (system + chars) / 4) if harness.layout == "shared_prefix" else 0
+    cacheable = (
+        int(n_examples * (len(groups) - 1) * (system + chars) / 4) if harness.layout == "shared_prefix" else 0
+    )
     out_per_criterion = 8 if harness.order == "verdict_only" else 45
     completion = int(n_examples * sum(out_per_criterion * len(g) + 4 for g in groups))
     calls = n_examples * len(groups)
-    usd = 0.0 if kind in ("simulated", "local") else reports.price_calls(model, prompt_tokens, cacheable, completion)
+    usd = (
+        0.0
+        if kind in ("simulated", "local")
+        else reports.price_calls(model, prompt_tokens, cacheable, completion)
+    )
     seconds = calls * TYPICAL_LATENCY_S.get(kind, 2.0) / max(1, concurrency if kind != "local" else 1)
     return Estimate(n_examples, calls, prompt_tokens, cacheable, completion, usd, seconds)
 
 
 def create_comparison(
-    s: Session, *, dataset: str, rubric: str, harnesses: list[Harness], judge: JudgeSpec,
-    sample: int | None = None, seed: int = 0, prefix: str | None = None,
+    s: Session,
+    *,
+    dataset: str,
+    rubric: str,
+    harnesses: list[Harness],
+    judge: JudgeSpec,
+    sample: int | None = None,
+    seed: int = 0,
+    prefix: str | None = None,
 ) -> list[str]:
     """One run per harness over the same seeded sample of examples — a comparison, ready to execute."""
     names = []
@@ -213,8 +259,11 @@ def create_comparison(
         if h.prompt_variant != "default":
             base += f"-{h.prompt_variant}"
         name = store.unique_run_name(s, base)
-        names.append(create_run(s, dataset=dataset, rubric=rubric, harness=h, judge=judge, sample=sample,
-                                seed=seed, name=name).name)
+        names.append(
+            create_run(
+                s, dataset=dataset, rubric=rubric, harness=h, judge=judge, sample=sample, seed=seed, name=name
+            ).name
+        )
     return names
 
 
@@ -250,8 +299,9 @@ def _load_context(s: Session, run: store.Run) -> _Context:
     )
 
 
-def _pending_calls(engine: Engine, ctx: _Context
-                   ) -> Iterator[tuple[PlannedCall, prompts.ExampleText | prompts.CritiqueText]]:
+def _pending_calls(
+    engine: Engine, ctx: _Context
+) -> Iterator[tuple[PlannedCall, prompts.ExampleText | prompts.CritiqueText]]:
     """The calls still missing, example by example, reading the store in chunks (no whole-run lists)."""
     if ctx.harness.kind == "critique":  # a critique run's calls come from another run's stored rationales
         from judgekit import critique
@@ -264,8 +314,14 @@ def _pending_calls(engine: Engine, ctx: _Context
     while True:
         with Session(engine) as s:
             rows = s.execute(
-                select(store.RunExample.position, store.Example.id, store.Example.ext_id, store.Example.question,
-                       store.Example.context, store.Example.answer)
+                select(
+                    store.RunExample.position,
+                    store.Example.id,
+                    store.Example.ext_id,
+                    store.Example.question,
+                    store.Example.context,
+                    store.Example.answer,
+                )
                 .join(store.Example, store.Example.id == store.RunExample.example_id)
                 .where(store.RunExample.run_id == ctx.run_id, store.RunExample.position > last)
                 .order_by(store.RunExample.position)
@@ -351,8 +407,11 @@ class _Writer:
             "status": r.status,
             "error": r.error,
             "structured_mode": r.structured_mode,
-            "request": {"messages": item.messages, "model": self.ctx.judge.model,
-                        "finish_reason": r.finish_reason},
+            "request": {
+                "messages": item.messages,
+                "model": self.ctx.judge.model,
+                "finish_reason": r.finish_reason,
+            },
             "response_text": r.text,
             "created_at": store.utcnow(),
         }
@@ -431,7 +490,11 @@ async def execute(
             if schema is None:
                 schema = schema_cache[planned.criteria] = prompts.response_schema(criteria, ctx.harness.order)
             result = await client_mod.complete(
-                client, ctx.judge, messages, schema=schema, structured=ctx.harness.structured,
+                client,
+                ctx.judge,
+                messages,
+                schema=schema,
+                structured=ctx.harness.structured,
                 logprobs=ctx.harness.logprobs,
             )
             rows = _verdict_rows(ctx, planned, result)
@@ -467,17 +530,25 @@ async def execute(
     else:
         missing = sum(1 for _ in _pending_calls(engine, ctx))
         status = "done" if missing == 0 else "incomplete"
-        message = "" if missing == 0 else f"{missing} calls failed at the endpoint; `judgekit resume {run_name}`"
+        message = (
+            "" if missing == 0 else f"{missing} calls failed at the endpoint; `judgekit resume {run_name}`"
+        )
     with Session(engine) as s, s.begin():
         totals = run_totals(s, ctx.run_id)
         s.execute(
-            update(store.Run).where(store.Run.id == ctx.run_id).values(
-                status=status, message=message, totals=totals, wall_s=store.Run.wall_s + wall,
+            update(store.Run)
+            .where(store.Run.id == ctx.run_id)
+            .values(
+                status=status,
+                message=message,
+                totals=totals,
+                wall_s=store.Run.wall_s + wall,
                 finished_at=store.utcnow(),
             )
         )
-    return RunSummary(ctx.run_id, run_name, status, message, state.done_calls, state.failed_calls, state.unscored,
-                      totals)
+    return RunSummary(
+        ctx.run_id, run_name, status, message, state.done_calls, state.failed_calls, state.unscored, totals
+    )
 
 
 def run_sync(engine: Engine, run_ref: str | int, **kwargs) -> RunSummary:
@@ -489,22 +560,34 @@ def run_totals(s: Session, run_id: int) -> dict:
     c = store.Call
     row = s.execute(
         select(
-            func.count(), func.coalesce(func.sum(c.attempts - 1), 0),
-            func.coalesce(func.sum(c.prompt_tokens), 0), func.coalesce(func.sum(c.completion_tokens), 0),
-            func.coalesce(func.sum(c.cached_tokens), 0), func.count().filter(c.status != "ok"),
+            func.count(),
+            func.coalesce(func.sum(c.attempts - 1), 0),
+            func.coalesce(func.sum(c.prompt_tokens), 0),
+            func.coalesce(func.sum(c.completion_tokens), 0),
+            func.coalesce(func.sum(c.cached_tokens), 0),
+            func.count().filter(c.status != "ok"),
         ).where(c.run_id == run_id)
     ).one()
     latencies = np.array(
-        s.scalars(select(c.latency_s).where(c.run_id == run_id, c.status == "ok", c.latency_s.is_not(None))).all(),
+        s.scalars(
+            select(c.latency_s).where(c.run_id == run_id, c.status == "ok", c.latency_s.is_not(None))
+        ).all(),
         dtype=float,
     )
     unscored = s.scalar(
-        select(func.count()).select_from(store.Verdict).where(store.Verdict.run_id == run_id,
-                                                              store.Verdict.value.is_(None))
+        select(func.count())
+        .select_from(store.Verdict)
+        .where(store.Verdict.run_id == run_id, store.Verdict.value.is_(None))
     )
-    p50, p95 = (np.percentile(latencies, [50, 95]).round(4).tolist() if latencies.size else (None, None))
+    p50, p95 = np.percentile(latencies, [50, 95]).round(4).tolist() if latencies.size else (None, None)
     return {
-        "calls": int(row[0]), "retries": int(row[1]), "prompt_tokens": int(row[2]),
-        "completion_tokens": int(row[3]), "cached_tokens": int(row[4]), "failed_calls": int(row[5]),
-        "unscored": int(unscored or 0), "latency_p50": p50, "latency_p95": p95,
+        "calls": int(row[0]),
+        "retries": int(row[1]),
+        "prompt_tokens": int(row[2]),
+        "completion_tokens": int(row[3]),
+        "cached_tokens": int(row[4]),
+        "failed_calls": int(row[5]),
+        "unscored": int(unscored or 0),
+        "latency_p50": p50,
+        "latency_p95": p95,
     }

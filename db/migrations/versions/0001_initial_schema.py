@@ -5,9 +5,8 @@ Revises: (none)
 Create Date: 2026-11-29 19:08:32.975219
 """
 
-from alembic import op
 import sqlalchemy as sa
-
+from alembic import op
 
 revision = "0001_initial"
 down_revision = None
