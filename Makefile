@@ -10,7 +10,7 @@ LOCAL_JUDGE_PORT ?= 8766
 SIM_JUDGE_PORT ?= 8765
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: demo test install install-dev chromium bench lint clean
+.PHONY: demo test install install-dev chromium postgresql bench lint clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -31,12 +31,16 @@ install-dev: $(VENV)/.installed-dev
 chromium:
 	@command -v chromium >/dev/null 2>&1 || { $(SUDO) apt-get update -q && $(SUDO) apt-get install -y -q chromium; }
 
+# The store, labeling and report tests also run against a real PostgreSQL server (started by the tests).
+postgresql:
+	@ls /usr/lib/postgresql/*/bin/pg_ctl >/dev/null 2>&1 || { $(SUDO) apt-get update -q && $(SUDO) apt-get install -y -q postgresql; }
+
 demo: install
 	$(JK) init
 	$(JK) demo
 	$(PY) -m judgekit.demo_session --port $(PORT) --local-judge-port $(LOCAL_JUDGE_PORT) --sim-judge-port $(SIM_JUDGE_PORT)
 
-test: install-dev chromium
+test: install-dev chromium postgresql
 	$(PY) -m pytest -q
 
 bench: install-dev

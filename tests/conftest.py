@@ -14,11 +14,40 @@ from judgekit import store
 DATA = Path(__file__).parent / "data"
 
 
+def pytest_generate_tests(metafunc):
+    """A module that sets ``BACKENDS = ("sqlite", "postgresql")`` runs each test on both databases,
+    except tests marked ``sqlite_only`` (they check SQLite's own settings or files)."""
+    backends = getattr(metafunc.module, "BACKENDS", None)
+    if backends and "backend" in metafunc.fixturenames:
+        if metafunc.definition.get_closest_marker("sqlite_only"):
+            backends = ("sqlite",)
+        metafunc.parametrize("backend", backends, indirect=True)
+
+
+@pytest.fixture
+def backend(request) -> str:
+    return getattr(request, "param", "sqlite")
+
+
+@pytest.fixture(scope="session")
+def postgres_server():
+    from tests.pg import PostgresServer
+
+    server = PostgresServer().start()
+    yield server
+    server.stop()
+
+
 @pytest.fixture(autouse=True)
-def workspace(tmp_path, monkeypatch) -> Path:
-    """An empty workspace folder; JUDGEKIT_DB_URL points at a fresh SQLite file inside it."""
+def workspace(tmp_path, monkeypatch, backend, request) -> Path:
+    """An empty workspace folder; JUDGEKIT_DB_URL points at a fresh SQLite file inside it — or at a
+    fresh database on the session's PostgreSQL server for the ``postgresql`` backend."""
     monkeypatch.setenv("JUDGEKIT_HOME", str(tmp_path))
-    monkeypatch.setenv("JUDGEKIT_DB_URL", f"sqlite:///{tmp_path / 'db' / 'judgekit.sqlite'}")
+    if backend == "postgresql":
+        url = request.getfixturevalue("postgres_server").new_database()
+    else:
+        url = f"sqlite:///{tmp_path / 'db' / 'judgekit.sqlite'}"
+    monkeypatch.setenv("JUDGEKIT_DB_URL", url)
     monkeypatch.chdir(tmp_path)
     yield tmp_path
     store.dispose_engines()

@@ -20,6 +20,8 @@ from judgekit import imports, labeling, runner, simjudge, store
 from judgekit.harness import parse_harness
 from judgekit.labeling import SampleSpec
 
+BACKENDS = ("sqlite", "postgresql")  # the report and labeling paths run on both stores
+
 REPO = Path(__file__).resolve().parent.parent
 
 # --------------------------------------------------------------------------------------------- fixtures

@@ -14,6 +14,8 @@ from sklearn.metrics import cohen_kappa_score, roc_auc_score
 
 from judgekit import reports, store
 
+BACKENDS = ("sqlite", "postgresql")  # the report and labeling paths run on both stores
+
 N = 600
 IDS = [f"e-{i:03d}" for i in range(N)]
 BINARY = ["answers_question", "cites_source", "grounded", "no_fabrication", "polite"]

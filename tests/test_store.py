@@ -10,6 +10,8 @@ from sqlalchemy.orm import Session
 from judgekit import store
 from judgekit.rubric import Criterion, KORule, Rubric
 
+BACKENDS = ("sqlite", "postgresql")
+
 TABLES = {
     "datasets",
     "examples",
@@ -27,8 +29,8 @@ TABLES = {
 }
 
 
-def test_migrates_blank_database_and_second_init_is_noop(cli, tmp_path):
-    url = f"sqlite:///{tmp_path / 'blank.sqlite'}"
+def test_migrates_blank_database_and_second_init_is_noop(cli, db_url):
+    url = db_url
     first = cli("init", "--db", url)
     assert first.exit_code == 0 and first.stdout.startswith("migrated")
     second = cli("init", "--db", url)
@@ -38,10 +40,10 @@ def test_migrates_blank_database_and_second_init_is_noop(cli, tmp_path):
     assert store.current_revision(engine) == store.head_revision()
 
 
-def test_downgrade_to_base_and_upgrade_again(tmp_path):
+def test_downgrade_to_base_and_upgrade_again(db_url):
     from alembic import command
 
-    engine = store.make_engine(f"sqlite:///{tmp_path / 'd.sqlite'}")
+    engine = store.make_engine(db_url)
     assert store.upgrade(engine) is True
     command.downgrade(store._alembic_config(engine), "base")
     assert not (TABLES & set(inspect(engine).get_table_names()))
@@ -54,6 +56,7 @@ def test_first_use_migrates_automatically(db_url):
     assert store.current_revision(engine) == store.head_revision()
 
 
+@pytest.mark.sqlite_only
 def test_sqlite_connection_settings(engine):
     with engine.connect() as conn:
         assert conn.execute(text("PRAGMA journal_mode")).scalar() == "wal"
@@ -166,9 +169,9 @@ def test_unknown_names_raise_not_found(session):
         store.get_rubric_row(session, "x")
 
 
-def test_upgrade_from_previous_schema_keeps_data(tmp_path):
+def test_upgrade_from_previous_schema_keeps_data(db_url):
     """0001 → head on a database that already holds labels: rows survive, new columns get defaults."""
-    engine = store.make_engine(f"sqlite:///{tmp_path / 'old.sqlite'}")
+    engine = store.make_engine(db_url)
     store.upgrade(engine, "0001_initial")
     with engine.begin() as conn:
         conn.execute(text("INSERT INTO annotators (name) VALUES ('ana')"))
