@@ -1,0 +1,1107 @@
+"""Helpers for the analysis pages (Cross-tabs, Associations, Compare, Agreement).
+
+Where this sits in the flow: a page reads its widgets, asks this module for a :class:`Workspace` (the
+chosen dataset, its runs and annotators, and a cheap *data fingerprint*), loads the sources it shows
+through the cached loaders here, calls :mod:`judgekit.reports`, and renders with the builders here.
+
+Caching: every source (a run, the human column, one annotator) is loaded once per fingerprint with
+``st.cache_data`` and everything else -- phi matrices, audits, comparisons, agreement -- is derived from
+those cached sources (and cached itself where it costs more than a few milliseconds). The fingerprint
+is one small SQL query (:func:`fingerprint`): per run the largest id of its verdicts (verdicts are only
+ever inserted, so that id moves exactly when they change -- an index lookup where a count would scan),
+and for the labels their count, largest id and latest ``updated_at`` (labels are upserted). On a SQLite
+file even that query is skipped while ``PRAGMA data_version`` says nobody has committed since
+(:func:`current_fingerprint`). When a run progresses or someone labels, the fingerprint moves and the
+next render reloads just what changed; otherwise a re-render is a cache hit.
+
+Safety: answers, questions, contexts, rationales, notes, run / dataset / annotator / judge names are
+untrusted text. They are rendered with ``st.text`` / ``st.code`` / ``st.dataframe`` or escaped with
+:func:`md` before they reach Markdown, and escaped with :func:`html.escape` before they reach plotly
+(whose titles understand a few HTML tags). Nothing here uses ``unsafe_allow_html``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import html
+import math
+import re
+import sqlite3
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+import streamlit as st
+from sqlalchemy import String, cast, func, literal, select, union_all
+from sqlalchemy.engine import make_url
+from sqlalchemy.orm import Session
+
+from judgekit import config, reports, store
+from judgekit.webapp import empty_state, session
+
+__all__ = [
+    "HANDOFF_KEY",
+    "ExampleDetail",
+    "PhiView",
+    "RunInfo",
+    "Workspace",
+    "agreement",
+    "agreement_frame",
+    "annotator_agreement",
+    "annotator_frames",
+    "attribution_figure",
+    "audit_frame",
+    "compare",
+    "cost_frame",
+    "cost_vs_agreement",
+    "cost_vs_agreement_figure",
+    "crosstab_sentence",
+    "crosstab_table",
+    "diff_heatmap",
+    "caption",
+    "clip",
+    "current_fingerprint",
+    "dataset_annotators",
+    "download_report",
+    "example_detail",
+    "example_texts",
+    "Fingerprint",
+    "fingerprint",
+    "flips_frame",
+    "fmt",
+    "kappa_figure",
+    "load_workspace",
+    "md",
+    "no_labels",
+    "no_runs",
+    "open_crosstab",
+    "phi",
+    "phi_heatmap",
+    "pick",
+    "points",
+    "ratio_sentence",
+    "render_example",
+    "report_html",
+    "source",
+    "sources",
+    "take_handoff",
+    "undefined_phi",
+    "workspace",
+]
+
+HANDOFF_KEY = "crosstab_handoff"
+"""Session-state key through which a page hands a (source, criterion pair) to the Cross-tabs page."""
+
+NO_RUNS = (
+    "No runs on this dataset yet: start one on the Run page or with `judgekit run --dataset NAME "
+    "--rubric NAME --harness single …` (or bring verdicts from elsewhere with `judgekit import-run`)."
+)
+NO_LABELS = (
+    "No human labels on this dataset yet: label on the Label page or import labels with "
+    "`judgekit import-labels PATH --dataset NAME`."
+)
+NO_DATASETS = (
+    "No datasets yet: load the demo on the Workspace page (or `judgekit demo`), or import your outputs with "
+    "`judgekit import-dataset PATH --name NAME`."
+)
+MAX_SHOWN_CHARS = 20_000  # per text of one example on screen
+SOURCE_ENTRIES = 12  # loaded sources kept per process (~10-20 MB each at 100k examples): 4 runs + human + a few
+CACHE_ENTRIES = 32  # derived results (phi views, comparisons, agreement): small
+
+
+# --------------------------------------------------------------------------------------------- text
+
+
+_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$:=^&])")
+
+
+def md(text: Any) -> str:
+    """``text`` made inert for ``st.markdown`` / ``st.caption``: every Markdown, directive (``:red[…]``,
+    ``:material/…:``), LaTeX (``$``) and HTML character backslash-escaped, newlines flattened."""
+    return _MD_SPECIAL.sub(r"\\\1", " ".join(str(text).split()))
+
+
+def fmt(x: float | None, spec: str = ".2f", missing: str = "undefined") -> str:
+    """A number for display; ``missing`` where it is undefined (NaN / None)."""
+    if x is None:
+        return missing
+    x = float(x)
+    return format(x, spec) if math.isfinite(x) else missing
+
+
+def points(a: float, b: float) -> str | None:
+    """The change from rate ``a`` to rate ``b`` in percentage points (``None`` if either is undefined)."""
+    return f"{(b - a) * 100:+.1f} points" if math.isfinite(a) and math.isfinite(b) else None
+
+
+def clip(text: str | None, n: int = 240) -> str:
+    text = " ".join(str(text or "").split())
+    return text if len(text) <= n else text[: n - 1] + "…"
+
+
+# --------------------------------------------------------------------------------------------- workspace
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    """A run of the chosen dataset as the pickers show it; ``fp`` moves whenever its verdicts change."""
+
+    id: int
+    name: str
+    judge: str  # store.judge_label: says "(simulated)" for the simulated judge
+    judge_kind: str
+    model: str | None
+    harness: str
+    status: str
+    rubric: str
+    last_verdict: int | None
+    wall_s: float
+    totals: dict = field(default_factory=dict, compare=False, hash=False)
+
+    @property
+    def key(self) -> str:
+        return f"run:{self.id}"
+
+    @property
+    def fp(self) -> tuple:
+        return (self.id, self.last_verdict, self.status, self.wall_s)
+
+
+@dataclass(frozen=True)
+class Workspace:
+    """The dataset a page analyses: its runs, annotators, and the data fingerprint of each source."""
+
+    db_url: str
+    dataset: str
+    dataset_id: int
+    examples: int
+    runs: tuple[RunInfo, ...]
+    annotators: tuple[str, ...]
+    labels_fp: tuple
+    examples_fp: tuple = ()
+
+    @property
+    def has_labels(self) -> bool:
+        return bool(self.annotators)
+
+    def run(self, key: str) -> RunInfo:
+        return next(r for r in self.runs if r.key == key)
+
+    def source_keys(self, *, runs: bool = True, human: bool = True, annotators: bool = True) -> list[str]:
+        """Picker options: ``run:<id>`` for each run, ``human`` (the consensus), ``annotator:<name>``."""
+        out = [r.key for r in self.runs] if runs else []
+        if self.annotators and human:
+            out.append("human")
+        if annotators:
+            out += [f"annotator:{a}" for a in self.annotators]
+        return out
+
+    def fp(self, key: str) -> tuple:
+        """A source's cache key: the dataset's examples, then the run's verdicts or the labels."""
+        return (self.examples_fp, self.run(key).fp if key.startswith("run:") else self.labels_fp)
+
+    def name(self, key: str) -> str:
+        """How a source is named in sentences: ``run NAME``, ``the human column``, ``annotator NAME``."""
+        if key.startswith("run:"):
+            return f"run {self.run(key).name}"
+        if key == "human":
+            return "the human column"
+        return f"annotator {key.split(':', 1)[1]}"
+
+    def judge(self, key: str) -> str:
+        """Who produced a source's values (the simulated judge always says *simulated*)."""
+        if key.startswith("run:"):
+            return self.run(key).judge
+        if key == "human":
+            others = [a for a in self.annotators if a != reports.REFERENCE_ANNOTATOR]
+            if not others:
+                return "human: reference (the demo's planted truth)"
+            if len(others) == 1:
+                return f"human: {others[0]}"
+            return f"human consensus of {', '.join(others)} (ties unresolved)"
+        return f"human annotator {key.split(':', 1)[1]}"
+
+    def label(self, key: str) -> str:
+        """Picker label: name, judge and (for runs) harness."""
+        if key.startswith("run:"):
+            r = self.run(key)
+            return f"{r.name} — {r.judge} · {r.harness or 'imported'}"
+        return f"{self.name(key)} — {self.judge(key)}"
+
+
+class Fingerprint(NamedTuple):
+    """What the cached loaders are keyed by: per run its largest verdict id, and the labels' state."""
+
+    runs: dict[int, int | None]
+    labels: tuple[int, int | None, str | None]  # count, largest id, latest updated_at
+
+
+def fingerprint(s: Session, dataset_id: int) -> Fingerprint:
+    """The data fingerprint of a dataset, in one small query.
+
+    * Runs: the largest verdict id of each run of the dataset -- an index lookup, not a count. Verdicts
+      are only ever inserted (a resume skips existing ones, ``ON CONFLICT DO NOTHING``) and only deleted
+      with their run, so a run's verdicts changed exactly when its largest id did; counting 600k
+      verdicts per run would cost ~0.1 s for nothing.
+    * Labels (all datasets: cheaper than joining examples, and only errs on the side of reloading):
+      count (catches deletions), largest id (inserts) and latest ``updated_at`` (edits: labels are
+      upserted in place).
+    """
+    V, L, R = store.Verdict, store.Label, store.Run
+    last = select(func.max(V.id)).where(V.run_id == R.id).scalar_subquery()
+    stmt = union_all(
+        select(R.id, literal(0), cast(last, String)).where(R.dataset_id == dataset_id),
+        select(
+            literal(-1),
+            func.count(),
+            cast(func.max(L.id), String) + "|" + cast(func.max(L.updated_at), String),
+        ),
+    )
+    runs: dict[int, int | None] = {}
+    labels: tuple[int, int | None, str | None] = (0, None, None)
+    for rid, n, last_value in s.execute(stmt):
+        if rid == -1:
+            if n:
+                max_id, _, updated = last_value.partition("|")
+                labels = (int(n), int(max_id), updated)
+        else:
+            runs[int(rid)] = int(last_value) if last_value is not None else None
+    return Fingerprint(runs, labels)
+
+
+class _Watch:
+    """A SQLite connection (it only reads) whose ``PRAGMA data_version`` changes whenever *another* connection
+    commits: while it stands still, the last fingerprint of each dataset is still the fingerprint, and
+    a re-render skips even the fingerprint query (~0.15 s with the 1M planted labels of a 100k demo)."""
+
+    def __init__(self, path: str) -> None:
+        self.lock = threading.Lock()
+        self.conn = sqlite3.connect(path, timeout=30, check_same_thread=False)  # never writes
+        self.version: int | None = None
+        self.known: dict[int, Fingerprint] = {}
+
+    def fingerprint(self, s: Session, dataset_id: int) -> Fingerprint:
+        with self.lock:
+            version = self.conn.execute("PRAGMA data_version").fetchone()[0]
+            if version != self.version:  # read before the query: a commit racing it is seen next time
+                self.version, self.known = version, {}
+            if dataset_id not in self.known:
+                self.known[dataset_id] = fingerprint(s, dataset_id)
+            return self.known[dataset_id]
+
+
+@st.cache_resource(show_spinner=False)
+def _watch(db_url: str) -> _Watch | None:
+    url = make_url(db_url)
+    if url.get_backend_name() != "sqlite" or not url.database or url.database == ":memory:":
+        return None
+    try:
+        return _Watch(url.database)
+    except sqlite3.Error:
+        return None
+
+
+def current_fingerprint(s: Session, dataset_id: int) -> Fingerprint:
+    """:func:`fingerprint`, skipped while nobody has committed since the last one (SQLite files)."""
+    watch = _watch(config.db_url())
+    return watch.fingerprint(s, dataset_id) if watch is not None else fingerprint(s, dataset_id)
+
+
+def load_workspace(s: Session, dataset_id: int, fp: Fingerprint, annotators: Sequence[str]) -> Workspace:
+    """The runs of a dataset with their fingerprints (small queries; no verdict is read)."""
+    ds = s.get(store.Dataset, dataset_id)
+    n_examples, last_example = s.execute(
+        select(func.count(), func.max(store.Example.id)).where(store.Example.dataset_id == dataset_id)
+    ).one()
+    rows = s.execute(
+        select(store.Run, store.Judge, store.RubricRow.name)
+        .join(store.Judge, store.Judge.id == store.Run.judge_id)
+        .join(store.RubricRow, store.RubricRow.id == store.Run.rubric_id)
+        .where(store.Run.dataset_id == dataset_id)
+        .order_by(store.Run.id)
+    ).all()
+    runs = tuple(
+        RunInfo(
+            id=run.id,
+            name=run.name,
+            judge=store.judge_label(judge),
+            judge_kind=judge.kind,
+            model=judge.model,
+            harness=store.harness_label(run.harness) if run.harness.get("kind") != "imported" else "imported",
+            status=run.status,
+            rubric=rubric,
+            last_verdict=fp.runs.get(run.id),
+            wall_s=float(run.wall_s or 0.0),
+            totals=dict(run.totals or {}),
+        )
+        for run, judge, rubric in rows
+    )
+    return Workspace(
+        config.db_url(),
+        ds.name,
+        ds.id,
+        int(n_examples),
+        runs,
+        tuple(annotators),
+        fp.labels,
+        (int(n_examples), last_example),
+    )
+
+
+def dataset_annotators(s: Session, dataset_id: int) -> list[str]:
+    """Annotators with at least one label in the dataset (same answer as
+    :func:`store.annotators_for_dataset`, but one EXISTS probe per annotator that stops at its first
+    label, instead of a DISTINCT over every label: ~10x faster with the 1M planted labels of a 100k demo)."""
+    L, E, A = store.Label, store.Example, store.Annotator
+    has = select(L.id).join(E, E.id == L.example_id).where(L.annotator_id == A.id, E.dataset_id == dataset_id).exists()
+    return list(s.scalars(select(A.name).where(has).order_by(A.name)))
+
+
+@st.cache_data(max_entries=CACHE_ENTRIES, show_spinner=False)
+def _annotators(db_url: str, dataset_id: int, labels_fp: tuple) -> tuple[str, ...]:
+    with Session(store.engine_for(db_url)) as s:
+        return tuple(dataset_annotators(s, dataset_id))
+
+
+def workspace(prefix: str) -> Workspace | None:
+    """Dataset picker (``{prefix}_dataset``, shown only when there are several) and the chosen dataset's
+    workspace; shows the empty state and returns ``None`` when there is no dataset."""
+    with session() as s:
+        datasets = store.list_datasets(s)
+        if not datasets:
+            empty_state(NO_DATASETS)
+            empty_state(NO_RUNS)
+            return None
+        run_counts = dict(s.execute(select(store.Run.dataset_id, func.count()).group_by(store.Run.dataset_id)).all())
+    by_id = {d["id"]: d for d in datasets}
+    ids = [d["id"] for d in datasets]
+    if len(ids) > 1:
+        default = max(ids, key=lambda i: (run_counts.get(i, 0), -i))
+        dataset_id = pick(
+            "Dataset",
+            ids,
+            key=f"{prefix}_dataset",
+            default=default,
+            format_func=lambda i: f"{by_id[i]['name']} ({by_id[i]['examples']} examples, {run_counts.get(i, 0)} runs)",
+        )
+    else:
+        dataset_id = ids[0]
+    with session() as s:
+        fp = current_fingerprint(s, dataset_id)
+        annotators = _annotators(config.db_url(), dataset_id, fp.labels)
+        return load_workspace(s, dataset_id, fp, annotators)
+
+
+def no_runs() -> None:
+    empty_state(NO_RUNS)
+
+
+def no_labels() -> None:
+    empty_state(NO_LABELS)
+
+
+def pick(label: str, options: Sequence, *, key: str, default: Any = None, widget=None, **kwargs) -> Any:
+    """A select widget whose state lives under ``key``: a stale or missing value falls back to
+    ``default`` (or the first option) *before* the widget is created, so no ``index`` is ever passed."""
+    options = list(options)
+    if st.session_state.get(key) not in options:
+        st.session_state[key] = default if default in options else (options[0] if options else None)
+    return (widget or st.selectbox)(label, options, key=key, **kwargs)
+
+
+# --------------------------------------------------------------------------------------------- loading
+
+
+def _load(s: Session, dataset_id: int, key: str) -> reports.Source:
+    if key.startswith("run:"):
+        return reports.load_run(s, int(key.split(":", 1)[1]))
+    ds = s.get(store.Dataset, dataset_id)
+    if key == "human":
+        return reports.load_human(s, ds)
+    return reports.load_annotator(s, ds, key.split(":", 1)[1])
+
+
+@st.cache_data(max_entries=8, show_spinner=False)
+def _example_index(db_url: str, dataset_id: int, examples_fp: tuple) -> reports.ExampleIndex:
+    with Session(store.engine_for(db_url)) as s:
+        return reports.example_index(s, dataset_id)
+
+
+def _seed_index(s: Session, db_url: str, dataset_id: int, examples_fp: tuple) -> None:
+    """Hand the cached example index to :func:`reports.example_index`, which keeps one per session
+    (building it reads every example id of the dataset: ~0.3-1 s at 100k examples)."""
+    key = getattr(reports, "_index_cache_key", None)
+    if key is not None:
+        s.info.setdefault(key, {}).setdefault(dataset_id, _example_index(db_url, dataset_id, examples_fp))
+
+
+@st.cache_data(max_entries=SOURCE_ENTRIES, show_spinner="Loading verdicts…")
+def _source(db_url: str, dataset_id: int, key: str, fp: tuple, _s: Session | None = None) -> reports.Source:
+    """One source per (key, fingerprint); ``fp[0]`` is the examples' fingerprint. ``_s`` (not part of
+    the cache key) lets several loads share one session."""
+    with contextlib.ExitStack() as stack:
+        s = _s if _s is not None else stack.enter_context(Session(store.engine_for(db_url)))
+        _seed_index(s, db_url, dataset_id, fp[0])
+        return _load(s, dataset_id, key)
+
+
+def _many(db_url: str, dataset_id: int, keys: Sequence[str], fps: Sequence[tuple]) -> list[reports.Source]:
+    """Sources through the per-source cache; the misses are loaded in one shared session."""
+    with Session(store.engine_for(db_url)) as s:
+        return [_source(db_url, dataset_id, k, fp, _s=s) for k, fp in zip(keys, fps, strict=True)]
+
+
+def source(ws: Workspace, key: str) -> reports.Source:
+    """One source, loaded once per fingerprint (cached)."""
+    return _source(ws.db_url, ws.dataset_id, key, ws.fp(key))
+
+
+def _aligned(srcs: Sequence[reports.Source]) -> list[reports.Source]:
+    """Sources on one criteria list: the criteria some run judged (in order), else whatever was labelled."""
+
+    def union(group: Sequence[reports.Source]) -> list[str]:
+        every = list(dict.fromkeys(k for src in group for k in src.keys))
+        return [k for k in every if any(k in src.judged for src in group)]
+
+    keys = union([x for x in srcs if x.kind == "run"]) or union(srcs)
+    return [x.select(keys) for x in srcs]
+
+
+def sources(ws: Workspace, keys: Sequence[str]) -> list[reports.Source]:
+    """Several sources aligned on one criteria list (each loaded through the per-source cache)."""
+    return _aligned(_many(ws.db_url, ws.dataset_id, keys, [ws.fp(k) for k in keys]))
+
+
+@st.cache_data(max_entries=CACHE_ENTRIES, show_spinner="Computing phi and bootstrap intervals…")
+def _phi(
+    db_url: str, dataset_id: int, keys: tuple[str, ...], names: tuple[str, ...], fps: tuple, n_boot: int
+) -> PhiView:
+    srcs = _aligned(_many(db_url, dataset_id, keys, fps))
+    notes = tuple(undefined_phi(src, name) for src, name in zip(srcs, names, strict=True))
+    return PhiView(reports.phi_report(srcs, n_boot=n_boot), notes)
+
+
+class PhiView(NamedTuple):
+    """A phi report and, per source (in order), why some criteria have no phi (:func:`undefined_phi`)."""
+
+    report: reports.PhiReport
+    notes: tuple[dict[str, str], ...]
+
+
+def phi(ws: Workspace, keys: Sequence[str], n_boot: int = 1000) -> PhiView:
+    """Phi matrices with bootstrap CIs, the association audit, and the undefined-phi sentences for the
+    sources ``keys`` (cached: a re-render unpickles one small object, not the sources)."""
+    keys = tuple(keys)
+    names = tuple(ws.name(k) for k in keys)
+    return _phi(ws.db_url, ws.dataset_id, keys, names, tuple(ws.fp(k) for k in keys), n_boot)
+
+
+@st.cache_data(max_entries=CACHE_ENTRIES, show_spinner="Comparing runs…")
+def _compare(db_url: str, dataset_id: int, a: str, b: str, fps: tuple) -> reports.CompareReport:
+    A, B = _many(db_url, dataset_id, (a, b), fps)
+    with Session(store.engine_for(db_url)) as s:
+        return reports.compare_sources(s, A, B)
+
+
+def compare(ws: Workspace, a: str, b: str) -> reports.CompareReport:
+    """Flips, McNemar, attribution, all-pass rates and cost of two runs (cached)."""
+    return _compare(ws.db_url, ws.dataset_id, a, b, (ws.fp(a), ws.fp(b)))
+
+
+@st.cache_data(max_entries=CACHE_ENTRIES, show_spinner=False)
+def _agreement(db_url: str, dataset_id: int, judge: str, ref: str, fps: tuple) -> reports.AgreementReport:
+    J, R = _many(db_url, dataset_id, (judge, ref), fps)
+    if judge.startswith("run:") and ref.startswith("run:"):
+        keys = [k for k in J.keys if k in set(R.keys)]  # judge vs judge: the criteria both rubrics have
+        return reports.agreement_report(J.select(keys), R.select(keys))
+    return reports.agreement_report(J, R)
+
+
+def agreement(ws: Workspace, judge: str, ref: str) -> reports.AgreementReport:
+    """Agreement of source ``judge`` with reference ``ref`` (the human column, an annotator or a run)."""
+    return _agreement(ws.db_url, ws.dataset_id, judge, ref, (ws.fp(judge), ws.fp(ref)))
+
+
+@st.cache_data(max_entries=CACHE_ENTRIES, show_spinner=False)
+def _annotator_agreement(
+    db_url: str, dataset_id: int, labels_fp: tuple, include_reference: bool
+) -> reports.AnnotatorAgreement | None:
+    with Session(store.engine_for(db_url)) as s:
+        ds = s.get(store.Dataset, dataset_id)
+        return reports.annotator_agreement(s, ds, include_reference=include_reference)
+
+
+def annotator_agreement(ws: Workspace, include_reference: bool = False) -> reports.AnnotatorAgreement | None:
+    names = [a for a in ws.annotators if include_reference or a != reports.REFERENCE_ANNOTATOR]
+    if len(names) < 2:
+        return None
+    return _annotator_agreement(ws.db_url, ws.dataset_id, ws.labels_fp, include_reference)
+
+
+def _usd(run: RunInfo, prices: dict[str, reports.Price]) -> float | None:
+    """Money from the run's stored totals, with :func:`reports.run_cost`'s rules for free judges."""
+    if run.judge_kind in reports.FREE_JUDGE_KINDS:
+        return 0.0
+    t = run.totals
+    return reports.price_calls(
+        run.model,
+        int(t.get("prompt_tokens") or 0),
+        int(t.get("cached_tokens") or 0),
+        int(t.get("completion_tokens") or 0),
+        prices,
+    )
+
+
+@st.cache_data(max_entries=CACHE_ENTRIES, show_spinner="Scoring every run against the human column…")
+def _cost_vs_agreement(db_url: str, dataset_id: int, runs: tuple[RunInfo, ...], fps: tuple) -> pd.DataFrame:
+    human, *srcs = _many(db_url, dataset_id, ["human", *(r.key for r in runs)], fps)
+    prices = reports.load_prices()
+    rows = []
+    for r, src in zip(runs, srcs, strict=True):
+        ag = reports.agreement_report(src, human)
+        kappas = [e["kappa"] for e in ag.criteria.values() if math.isfinite(e["kappa"])]
+        t = r.totals
+        tokens = int(t.get("prompt_tokens") or 0) + int(t.get("completion_tokens") or 0)
+        rows.append(
+            {
+                "run": r.name,
+                "harness": r.harness or "imported",
+                "judge": r.judge,
+                "calls": int(t.get("calls") or 0),
+                "tokens": tokens,
+                "usd": _usd(r, prices),
+                "mean_kappa": float(np.mean(kappas)) if kappas else math.nan,
+                "criteria": len(kappas),
+                "n": max((e["n"] for e in ag.criteria.values()), default=0),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def cost_vs_agreement(ws: Workspace) -> pd.DataFrame:
+    """Per run of the dataset: calls, tokens, USD (None when the model has no price) and the mean κ of
+    its criteria against the human column (criteria with an undefined κ are left out of the mean)."""
+    fps = tuple(ws.fp(k) for k in ["human", *(r.key for r in ws.runs)])
+    return _cost_vs_agreement(ws.db_url, ws.dataset_id, ws.runs, fps)
+
+
+def report_html(db_url: str, dataset: str, runs: Sequence[str], human: bool) -> bytes:
+    """The exported HTML report (:func:`reports.build_report` → :func:`reports.render_html`).
+
+    Plain function (no Streamlit): pages hand it to ``st.download_button`` as a deferred callable, so the
+    report is only built when someone clicks.
+    """
+    with Session(store.engine_for(db_url)) as s:
+        has_labels = bool(store.annotators_for_dataset(s, store.get_dataset(s, dataset).id))
+        rep = reports.build_report(s, list(runs) or None, human=human and has_labels, dataset=dataset)
+    return reports.render_html(rep).encode("utf-8")
+
+
+def download_report(ws: Workspace, runs: Sequence[str], *, key: str, human: bool = True) -> None:
+    """A download button for the HTML report of ``runs`` (run names); built only on click."""
+
+    def build() -> bytes:
+        return report_html(ws.db_url, ws.dataset, runs, human)
+
+    st.download_button(
+        "Download the HTML report",
+        data=build,
+        file_name=f"judgekit-report-{re.sub(r'[^A-Za-z0-9_.-]+', '_', ws.dataset)}.html",
+        mime="text/html",
+        key=key,
+        on_click="ignore",
+        icon=":material/download:",
+    )
+
+
+# --------------------------------------------------------------------------------------------- phi in words
+
+
+def undefined_phi(src: reports.Source, name: str) -> dict[str, str]:
+    """Why phi is undefined for a criterion under a source, as a sentence per criterion key.
+
+    "every verdict of cites_source under run X is pass: phi is undefined" -- what the dashboard shows
+    where the number would be, instead of a blank or an error.
+    """
+    out = {}
+    B = src.binary[src.covered]
+    for j, key in enumerate(src.keys):
+        col = B[:, j]
+        scored = col[~np.isnan(col)]
+        if key in src.missing:
+            out[key] = f"{key} is not a criterion of {name}: phi is undefined"
+        elif scored.size == 0:
+            out[key] = f"{key} has no scored {src.noun} under {name}: phi is undefined"
+        elif np.all(scored == scored[0]):
+            outcome = "pass" if scored[0] == 1.0 else "fail"
+            out[key] = (
+                f"every {src.noun} of {key} under {name} is {outcome} ({scored.size} of {scored.size}): "
+                "phi is undefined"
+            )
+    return out
+
+
+# --------------------------------------------------------------------------------------------- crosstab
+
+
+def crosstab_table(ct: reports.CrosstabReport) -> pd.DataFrame:
+    """Seed 003's layout: rows = row criterion pass/fail, cols = column criterion pass/fail, the row total
+    in parentheses, and the column criterion's failure rate within each row."""
+    t = ct.table
+    rows = []
+    for i, outcome in enumerate(reports.OUTCOMES):
+        rows.append(
+            {
+                "": f"{ct.row} {outcome}",
+                f"{ct.col} pass": int(t.counts[i, 0]),
+                f"{ct.col} fail": int(t.counts[i, 1]),
+                "row total": f"({int(t.row_totals[i])})",
+                f"{ct.col} fails": fmt(t.col_fail_rate[i], ".1%", "undefined (empty row)"),
+            }
+        )
+    return pd.DataFrame(rows).set_index("")
+
+
+def crosstab_sentence(ct: reports.CrosstabReport) -> str:
+    """ "Among the 366 answers that pass cites_source, 2.2% fail answers_question; among the 234 that fail
+    it, 31.2% do." -- each rate is a cell divided by its own row total."""
+    t = ct.table
+    n_pass, n_fail = (int(x) for x in t.row_totals)
+    r_pass, r_fail = t.col_fail_rate
+    first = (
+        f"Among the {n_pass} answers that pass {ct.row}, {fmt(r_pass, '.1%')} fail {ct.col}"
+        if n_pass
+        else f"No answer passes {ct.row}"
+    )
+    second = f"among the {n_fail} that fail it, {fmt(r_fail, '.1%')} do." if n_fail else f"no answer fails {ct.row}."
+    return f"{first}; {second}"
+
+
+def ratio_sentence(ct: reports.CrosstabReport) -> str:
+    t = ct.table
+    if math.isfinite(t.ratio):
+        return (
+            f"{ct.col} fails {t.ratio:.2f} times as often among the answers that fail {ct.row} as among "
+            f"those that pass it (1 would mean unrelated)."
+        )
+    if t.row_totals.min() == 0:
+        return f"The ratio is undefined: one row of {ct.row} is empty."
+    return f"The ratio is undefined: no answer that passes {ct.row} fails {ct.col}, so there is nothing to divide by."
+
+
+# --------------------------------------------------------------------------------------------- figures
+
+
+def _heat_text(M: np.ndarray) -> list[list[str]]:
+    return [[fmt(v, ".2f", "n/a") for v in row] for row in M]
+
+
+def phi_heatmap(col: reports.PhiColumn, keys: Sequence[str], title: str, notes: dict[str, str]) -> go.Figure:
+    """A phi matrix as a heatmap (−1…1, diverging). Undefined entries read "n/a" and their hover text
+    says why (``notes``, from :func:`undefined_phi`)."""
+    M = np.asarray(col.phi, dtype=float)
+    hover = []
+    for i, a in enumerate(keys):
+        row = []
+        for j, b in enumerate(keys):
+            why = notes.get(a) or notes.get(b) or "not enough overlap"
+            lo, hi = col.ci_low[i, j], col.ci_high[i, j]
+            row.append(
+                f"{a} × {b}: phi {fmt(M[i, j])} [{fmt(lo)}, {fmt(hi)}], n {int(col.n_matrix[i, j])}"
+                if math.isfinite(M[i, j])
+                else html.escape(f"{a} × {b}: {why}")
+            )
+        hover.append(row)
+    fig = go.Figure(
+        go.Heatmap(
+            z=np.where(np.isfinite(M), M, np.nan),
+            x=list(keys),
+            y=list(keys),
+            zmin=-1,
+            zmax=1,
+            colorscale="RdBu",
+            reversescale=True,
+            text=_heat_text(M),
+            texttemplate="%{text}",
+            customdata=hover,
+            hovertemplate="%{customdata}<extra></extra>",
+            colorbar={"title": "phi"},
+        )
+    )
+    fig.update_layout(
+        title=html.escape(title),
+        height=420,
+        yaxis={"autorange": "reversed"},
+        margin={"l": 10, "r": 10, "t": 60, "b": 10},
+    )
+    return fig
+
+
+def diff_heatmap(a: reports.PhiColumn, b: reports.PhiColumn, keys: Sequence[str], title: str) -> go.Figure:
+    """phi(a) − phi(b) per criterion pair; "n/a" where either is undefined."""
+    D = np.asarray(a.phi, float) - np.asarray(b.phi, float)
+    fig = go.Figure(
+        go.Heatmap(
+            z=np.where(np.isfinite(D), D, np.nan),
+            x=list(keys),
+            y=list(keys),
+            zmin=-1,
+            zmax=1,
+            colorscale="PuOr",
+            text=_heat_text(D),
+            texttemplate="%{text}",
+            hovertemplate="%{y} × %{x}: Δphi %{text}<extra></extra>",
+            colorbar={"title": "Δphi"},
+        )
+    )
+    fig.update_layout(
+        title=html.escape(title),
+        height=420,
+        yaxis={"autorange": "reversed"},
+        margin={"l": 10, "r": 10, "t": 60, "b": 10},
+    )
+    return fig
+
+
+def audit_frame(report: reports.PhiReport, names: dict[str, str]) -> pd.DataFrame:
+    """The association audit as a table: the pair, ``phi [lo, hi]`` under each source (columns named by
+    ``names``: report source key → display name), the verdict (real / induced by … / undecided / no
+    human column) and the rule's note."""
+    rows = []
+    for a in report.audit:
+        row = {"pair": f"{a.a} × {a.b}"}
+        for key, (p, lo, hi) in a.values.items():
+            row[names.get(key, key)] = f"{fmt(p)} [{fmt(lo)}, {fmt(hi)}]"
+        verdict = a.verdict
+        if a.induced_by:
+            verdict = "induced by " + ", ".join(names.get(k, k) for k in a.induced_by)
+        rows.append(row | {"verdict": verdict, "note": a.note})
+    return pd.DataFrame(rows)
+
+
+def flips_frame(cmp: reports.CompareReport) -> pd.DataFrame:
+    """Per criterion: n, failures under A and B, the flips each way, and the exact McNemar p."""
+    return pd.DataFrame(
+        [
+            {
+                "criterion": k,
+                "n": f.n,
+                "A fail": f.a_fail,
+                "B fail": f.b_fail,
+                "fail→pass": f.fail_to_pass,
+                "pass→fail": f.pass_to_fail,
+                "McNemar p": fmt(f.mcnemar_p if f.n else math.nan, ".3g"),
+            }
+            for k, f in cmp.flips.items()
+        ]
+    )
+
+
+def annotator_frames(aa: reports.AnnotatorAgreement) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Krippendorff's α per criterion, and Cohen's κ (weighted κ for scale criteria) per annotator pair."""
+    alpha = pd.DataFrame(
+        [
+            {
+                "criterion": k,
+                "kind": e["kind"],
+                "Krippendorff α": fmt(e["alpha"]),
+                "n (examples)": e["n_units"],
+            }
+            for k, e in aa.criteria.items()
+        ]
+    )
+    pairs = pd.DataFrame(
+        [
+            {
+                "criterion": k,
+                "annotator A": p["a"],
+                "annotator B": p["b"],
+                "n": p["n"],
+                "κ": fmt(p["kappa"]),
+                "weighted κ": fmt(p["weighted_kappa"]) if "weighted_kappa" in p else "binary: see κ",
+            }
+            for k, e in aa.criteria.items()
+            for p in e["pairs"]
+        ]
+    )
+    return alpha, pairs
+
+
+_COST_FIELDS = (
+    ("calls", "{:,.0f}"),
+    ("prompt_tokens", "{:,.0f}"),
+    ("completion_tokens", "{:,.0f}"),
+    ("cached_tokens", "{:,.0f}"),
+    ("retries", "{:,.0f}"),
+    ("failed_calls", "{:,.0f}"),
+    ("latency_p50", "{:.3f} s"),
+    ("latency_p95", "{:.3f} s"),
+    ("wall_s", "{:.1f} s"),
+    ("usd", "${:.4f}"),
+)
+
+
+def cost_frame(cmp: reports.CompareReport) -> pd.DataFrame:
+    """The two runs' cost side by side, one row per measure ("unknown" where it was not recorded)."""
+
+    def cell(x: Any, pattern: str) -> str:
+        if x is None or (isinstance(x, float) and not math.isfinite(x)):
+            return "unknown"
+        return pattern.format(x)
+
+    return pd.DataFrame(
+        {
+            "": [f for f, _ in _COST_FIELDS],
+            "A": [cell(getattr(cmp.cost[0], f), p) for f, p in _COST_FIELDS],
+            "B": [cell(getattr(cmp.cost[1], f), p) for f, p in _COST_FIELDS],
+        }
+    )
+
+
+def attribution_figure(cmp: reports.CompareReport, names: tuple[str, str]) -> go.Figure:
+    """Failures attributed to each criterion, one stacked bar per run."""
+    fig = go.Figure()
+    runs = [html.escape(n) for n in names]
+    for k in cmp.attribution[0]:
+        counts = [cmp.attribution[0][k], cmp.attribution[1].get(k, 0)]
+        fig.add_bar(name=k, x=runs, y=counts, text=counts, textposition="inside")
+    fig.update_layout(
+        barmode="stack",
+        title="failures attributed to each criterion",
+        yaxis_title="failed verdicts",
+        height=420,
+        margin={"l": 10, "r": 10, "t": 60, "b": 10},
+    )
+    return fig
+
+
+def cost_vs_agreement_figure(frame: pd.DataFrame) -> tuple[go.Figure, str]:
+    """Scatter of cost (USD when every run has a positive known price, else tokens) against the mean κ
+    with the human column, one marker per run coloured by harness. Returns the figure and the x label."""
+    usd = frame["usd"]
+    use_usd = bool(len(frame)) and usd.notna().all() and (usd.astype(float) > 0).all()
+    x_col, x_label = ("usd", "cost (USD)") if use_usd else ("tokens", "cost (prompt + completion tokens)")
+    fig = go.Figure()
+    for harness, part in frame.groupby("harness", sort=False):
+        fig.add_scatter(
+            x=part[x_col],
+            y=part["mean_kappa"],
+            mode="markers+text",
+            name=html.escape(str(harness)),
+            text=[html.escape(str(r)) for r in part["run"]],
+            textposition="top center",
+            customdata=[html.escape(str(j)) for j in part["judge"]],
+            hovertemplate="%{text}<br>%{customdata}<br>x %{x}<br>mean κ %{y:.2f}<extra></extra>",
+            marker={"size": 12},
+        )
+    fig.update_layout(
+        title="cost vs agreement with the human column",
+        xaxis_title=x_label,
+        yaxis_title="mean κ vs human column",
+        height=420,
+        margin={"l": 10, "r": 10, "t": 60, "b": 10},
+    )
+    return fig, x_label
+
+
+def agreement_frame(report: reports.AgreementReport) -> pd.DataFrame:
+    """Per criterion: n, accuracy, κ with CI, TPR/TNR, prevalence, AUC; for scale criteria mean |Δ|,
+    weighted κ and Spearman."""
+    rows = []
+    for k, e in report.criteria.items():
+        row = {
+            "criterion": k,
+            "n": e["n"],
+            "accuracy": fmt(e["accuracy"]),
+            "κ": fmt(e["kappa"]),
+            "κ 95% CI": f"[{fmt(e['kappa_ci'][0])}, {fmt(e['kappa_ci'][1])}]",
+            "TPR": fmt(e["tpr"]),
+            "TNR": fmt(e["tnr"]),
+            "prevalence of fail": fmt(e["prevalence"]),
+            "AUC": fmt(e["auc"], ".2f", "no P(pass)"),
+        }
+        if e["kind"] == "scale":
+            row |= {
+                "mean |Δ|": fmt(e["mean_abs_delta"]),
+                "weighted κ": fmt(e["weighted_kappa"]),
+                "Spearman": fmt(e["spearman"]),
+            }
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def kappa_figure(report: reports.AgreementReport, title: str) -> go.Figure:
+    """κ per criterion with its 95% CI as error bars."""
+    keys = list(report.criteria)
+    k = [report.criteria[c]["kappa"] for c in keys]
+    lo = [report.criteria[c]["kappa_ci"][0] for c in keys]
+    hi = [report.criteria[c]["kappa_ci"][1] for c in keys]
+    fig = go.Figure(
+        go.Bar(
+            x=keys,
+            y=k,
+            error_y={
+                "type": "data",
+                "symmetric": False,
+                "array": [h - v for h, v in zip(hi, k, strict=True)],
+                "arrayminus": [v - lw for v, lw in zip(k, lo, strict=True)],
+            },
+        )
+    )
+    fig.update_layout(
+        title=html.escape(title),
+        yaxis_title="Cohen's κ",
+        yaxis_range=[-0.2, 1],
+        height=360,
+        margin={"l": 10, "r": 10, "t": 60, "b": 10},
+    )
+    return fig
+
+
+# --------------------------------------------------------------------------------------------- examples
+
+
+def example_texts(s: Session, dataset_id: int, ext_ids: Sequence[str]) -> pd.DataFrame:
+    """id, question, context, answer of the given examples (in the given order), texts clipped."""
+    found: dict[str, tuple[str, str, str]] = {}
+    ids = list(ext_ids)
+    for i in range(0, len(ids), 500):
+        chunk = ids[i : i + 500]
+        for e, q, c, a in s.execute(
+            select(store.Example.ext_id, store.Example.question, store.Example.context, store.Example.answer).where(
+                store.Example.dataset_id == dataset_id, store.Example.ext_id.in_(chunk)
+            )
+        ):
+            found[e] = (q or "", c or "", a or "")
+    return pd.DataFrame(
+        [
+            {
+                "id": e,
+                "question": clip(found[e][0], 200),
+                "context": clip(found[e][1], 200),
+                "answer": clip(found[e][2], 300),
+            }
+            for e in ids
+            if e in found
+        ],
+        columns=["id", "question", "context", "answer"],
+    )
+
+
+@dataclass(frozen=True)
+class ExampleDetail:
+    """One example's texts and every verdict and label on it."""
+
+    id: str
+    question: str
+    context: str
+    answer: str
+    metadata: dict
+    verdicts: pd.DataFrame  # source, judge, criterion, value, rationale / note, p_pass
+
+
+def _value_text(value: int | None, kind: str | None, pass_at: int | None) -> str:
+    if value is None:
+        return "unscored"
+    if kind == "scale":
+        return f"{value} ({'pass' if value >= (pass_at or 3) else 'fail'})"
+    return "pass" if value else "fail"
+
+
+def example_detail(s: Session, dataset_id: int, ext_id: str) -> ExampleDetail | None:
+    """Texts of example ``ext_id`` plus the verdicts of every run of its dataset and every label on it."""
+    ex = s.scalar(select(store.Example).where(store.Example.dataset_id == dataset_id, store.Example.ext_id == ext_id))
+    if ex is None:
+        return None
+    V, C, R = store.Verdict, store.CriterionRow, store.Run
+    run_ids = select(R.id).where(R.dataset_id == dataset_id)
+    rows = []
+    for run, judge, key, kind, pass_at, value, rationale, p_pass, error in s.execute(
+        select(R, store.Judge, C.key, C.kind, C.pass_at, V.value, V.rationale, V.p_pass, V.error)
+        .join(R, R.id == V.run_id)
+        .join(store.Judge, store.Judge.id == R.judge_id)
+        .join(C, C.id == V.criterion_id)
+        .where(V.run_id.in_(run_ids), V.example_id == ex.id)
+        .order_by(R.id, C.position)
+    ):
+        rows.append(
+            {
+                "source": f"run {run.name}",
+                "judge": store.judge_label(judge),
+                "criterion": key,
+                "value": _value_text(value, kind, pass_at),
+                "rationale / note": rationale if rationale is not None else (error or ""),
+                "p_pass": p_pass,
+            }
+        )
+    by_key = store.criteria_by_key(s)
+    for crit, name, value, note in s.execute(
+        select(store.Label.criterion, store.Annotator.name, store.Label.value, store.Label.note)
+        .join(store.Annotator, store.Annotator.id == store.Label.annotator_id)
+        .where(store.Label.example_id == ex.id)
+        .order_by(store.Annotator.name, store.Label.criterion)
+    ):
+        c = by_key.get(crit, [None])[0]
+        rows.append(
+            {
+                "source": f"annotator {name}",
+                "judge": "human" if name != reports.REFERENCE_ANNOTATOR else "reference (planted truth)",
+                "criterion": crit,
+                "value": _value_text(value, c.kind if c else None, c.pass_at if c else None),
+                "rationale / note": note or "",
+                "p_pass": None,
+            }
+        )
+    frame = pd.DataFrame(rows, columns=["source", "judge", "criterion", "value", "rationale / note", "p_pass"])
+    return ExampleDetail(ex.ext_id, ex.question or "", ex.context or "", ex.answer or "", dict(ex.meta or {}), frame)
+
+
+def render_example(detail: ExampleDetail | None, *, key: str) -> None:
+    """An example's texts (``st.text``: never Markdown or HTML) and its verdicts/labels table."""
+    if detail is None:
+        st.info("That example is no longer in the dataset.", icon=":material/info:")
+        return
+    st.markdown(f"**Example** {md(detail.id)}")
+    for label, text in (
+        ("Question", detail.question),
+        ("Context", detail.context),
+        ("Answer", detail.answer),
+    ):
+        if len(text) > MAX_SHOWN_CHARS:  # the corpus allows multi-megabyte answers
+            st.caption(f"{label} (first {MAX_SHOWN_CHARS:,} of {len(text):,} characters)")
+            st.text(text[:MAX_SHOWN_CHARS])
+        else:
+            st.caption(label)
+            st.text(text or "(empty)")
+    st.caption(f"Verdicts and labels on this example ({len(detail.verdicts)})")
+    st.dataframe(detail.verdicts, hide_index=True, key=key, width="stretch")
+
+
+# --------------------------------------------------------------------------------------------- handoff
+
+
+def open_crosstab(dataset_id: int, source_key: str, row: str, col: str) -> None:
+    """Store the pair and the source for the Cross-tabs page and switch to it."""
+    st.session_state[HANDOFF_KEY] = {"dataset_id": dataset_id, "source": source_key, "row": row, "col": col}
+    st.switch_page("pages/crosstabs.py")
+
+
+def take_handoff(prefix: str) -> None:
+    """Apply a pending handoff (once) as the values of ``{prefix}_dataset``, ``_source``, ``_row`` and
+    ``_col``; call it before the pickers are drawn (they fall back to their defaults if it is stale)."""
+    h = st.session_state.pop(HANDOFF_KEY, None)
+    if not h:
+        return
+    st.session_state[f"{prefix}_dataset"] = h["dataset_id"]
+    st.session_state[f"{prefix}_source"] = h["source"]
+    st.session_state[f"{prefix}_row"] = h["row"]
+    st.session_state[f"{prefix}_col"] = h["col"]
+
+
+def caption(ws: Workspace, key: str, n: int, what: str = "") -> None:
+    """'run X — judge (simulated) — n = 120' under a view: every view names its judge and its n."""
+    st.caption(md(f"{what}{ws.name(key)} — judge: {ws.judge(key)} — n = {n}"))
