@@ -533,33 +533,20 @@ def _labels(
     s: Session, dataset_id: int, criteria: Sequence[Criterion], exclude: Iterable[str],
     example_ids: Sequence[int] | None = None,
 ) -> _Labels:
-    ids = np.array(sorted(store.example_ids(s, dataset_id).values()) if example_ids is None
-                   else sorted(set(example_ids)), dtype=np.int64)
-    keys = [c.key for c in criteria]
-    q = (
-        select(store.Label.example_id, store.Label.criterion, store.Annotator.name, store.Annotator.role,
-               store.Label.value)
-        .join(store.Annotator, store.Annotator.id == store.Label.annotator_id)
-        .join(store.Example, store.Example.id == store.Label.example_id)
-        .where(store.Example.dataset_id == dataset_id, store.Label.criterion.in_(keys))
-    )
+    """The label tensor (through :func:`judgekit.reports.label_tensor`, numeric and fast), with roles."""
+    from judgekit import reports
+
+    index = reports.example_index(s, dataset_id)
     excluded = set(exclude)
-    rows = [r for r in s.execute(q).all() if r[2] not in excluded]
-    role_of = {name: (role or "annotator") for _, _, name, role, _ in rows}
-    names = sorted(role_of)
-    raw = np.full((len(names), ids.size, len(keys)), np.nan)
-    if rows:
-        ex, crit, who, _, value = zip(*rows, strict=True)
-        ex_arr = np.asarray(ex, dtype=np.int64)
-        inside = np.isin(ex_arr, ids)
-        pos = np.searchsorted(ids, ex_arr)
-        col = {k: j for j, k in enumerate(keys)}
-        ann = {a: i for i, a in enumerate(names)}
-        a_idx = np.array([ann[w] for w in who], dtype=np.intp)
-        c_idx = np.array([col[c] for c in crit], dtype=np.intp)
-        vals = np.array([np.nan if v is None else v for v in value], dtype=np.float64)
-        raw[a_idx[inside], pos[inside], c_idx[inside]] = vals[inside]
-    return _Labels(ids, names, [role_of[n] for n in names], raw)
+    names = [a for a in store.annotators_for_dataset(s, dataset_id) if a not in excluded]
+    names, _, raw, _ = reports.label_tensor(s, index, criteria, names)
+    role_of = dict(s.execute(select(store.Annotator.name, store.Annotator.role)
+                             .where(store.Annotator.name.in_(names))).all())
+    ids = index.ids
+    if example_ids is not None:
+        ids = np.array(sorted(set(example_ids)), dtype=np.int64)
+        raw = raw[:, index.rows_of(ids), :]
+    return _Labels(ids, names, [role_of.get(n) or "annotator" for n in names], raw)
 
 
 class Consensus(NamedTuple):
@@ -587,15 +574,23 @@ def human_consensus(
     Annotators named in ``exclude`` (by default the demo's ``reference`` truth) are left out entirely.
     """
     lab = _labels(s, dataset_id, criteria, exclude)
+    return Consensus(lab.example_ids, settle(lab.raw, lab.roles, criteria))
+
+
+def settle(raw: NDArray[np.float64], roles: Sequence[str], criteria: Sequence[Criterion]) -> NDArray[np.float64]:
+    """Binary consensus of a ``(n_annotators, n_examples, n_criteria)`` label tensor (pure).
+
+    Where an adjudicator has a (sure) label, the adjudicators' majority wins (two who disagree leave the
+    cell unresolved); elsewhere the annotators' majority (a tie is NaN). Unsure (NaN) labels do not vote.
+    """
     thresholds = _thresholds(criteria)
-    shape = (lab.example_ids.size, len(criteria))
-    _, ann = lab.of("annotator")
-    _, adj = lab.of("adjudicator")
-    majority = stats.consensus(stats.binarize(ann, thresholds)) if len(ann) else np.full(shape, np.nan)
+    ann = raw[[i for i, r in enumerate(roles) if r != "adjudicator"]]
+    adj = raw[[i for i, r in enumerate(roles) if r == "adjudicator"]]
+    majority = stats.consensus(stats.binarize(ann, thresholds)) if len(ann) else np.full(raw.shape[1:], np.nan)
     if len(adj):
         settled = ~np.isnan(adj).all(axis=0)
         majority = np.where(settled, stats.consensus(stats.binarize(adj, thresholds)), majority)
-    return Consensus(lab.example_ids, majority.reshape(shape))
+    return majority
 
 
 @dataclass(frozen=True)

@@ -163,7 +163,7 @@ def _columns(s: Session, stmt, n: int) -> list[NDArray[np.float64]]:
     than building Row objects for a million verdicts.
     """
     conn = s.connection()
-    compiled = stmt.compile(dialect=conn.dialect)
+    compiled = stmt.compile(dialect=conn.dialect, compile_kwargs={"render_postcompile": True})
     params = compiled.params
     args = tuple(params[k] for k in compiled.positiontup or ()) if compiled.positional else params
     cursor = conn.connection.dbapi_connection.cursor()
@@ -313,36 +313,53 @@ def _label_criteria(s: Session, keys: Iterable[str]) -> tuple[Criterion, ...]:
     return tuple(by_key[k][0] if k in by_key else Criterion(key=k, question="") for k in ordered)
 
 
-def _label_tensor(
+def _labelled_keys(s: Session, dataset_id: int) -> list[str]:
+    """Criterion keys with at least one label in the dataset: an EXISTS probe per known key (cheap), plus
+    a scan for keys no rubric defines only when such labels exist."""
+    L, E = store.Label, store.Example
+    in_dataset = select(L.id).join(E, E.id == L.example_id).where(E.dataset_id == dataset_id)
+    known = list(store.criteria_by_key(s))
+    keys = [k for k in known if s.scalar(select(in_dataset.where(L.criterion == k).exists()))]
+    if s.scalar(select(in_dataset.where(L.criterion.not_in(known)).exists())):
+        keys += s.scalars(
+            select(L.criterion).join(E, E.id == L.example_id)
+            .where(E.dataset_id == dataset_id, L.criterion.not_in(known)).distinct()
+        ).all()
+    return keys
+
+
+def label_tensor(
     s: Session, index: ExampleIndex, criteria: Sequence[Criterion] | None, annotators: Sequence[str] | None
 ) -> tuple[list[str], tuple[Criterion, ...], NDArray[np.float64], frozenset[str]]:
-    """Labels as ``(n_annotators, n_examples, n_criteria)`` raw values (one column query), and the keys
-    that have at least one label."""
-    stmt = (
-        select(store.Label.example_id, store.Label.criterion, store.Annotator.name, store.Label.value)
-        .join(store.Example, store.Example.id == store.Label.example_id)
-        .join(store.Annotator, store.Annotator.id == store.Label.annotator_id)
-        .where(store.Example.dataset_id == index.dataset_id)
-    )
-    if annotators is not None:
-        stmt = stmt.where(store.Annotator.name.in_(list(annotators)))
-    rows = s.execute(stmt).all()
-    ex, crit, who, value = (list(c) for c in zip(*rows, strict=True)) if rows else ([], [], [], [])
-    names = sorted(set(who)) if annotators is None else [a for a in annotators if a in set(who)]
+    """Labels as ``(n_annotators, n_examples, n_criteria)`` raw values, and the keys that have a label.
+
+    One numeric column query per criterion, fetched straight into numpy (a 100k-example demo holds 1M
+    labels: Row objects for them would cost seconds and most of a gigabyte)."""
+    names = list(annotators) if annotators is not None else store.annotators_for_dataset(s, index.dataset_id)
+    ann_ids = dict(s.execute(select(store.Annotator.name, store.Annotator.id)
+                             .where(store.Annotator.name.in_(names))).all())
+    names = [a for a in names if a in ann_ids]
     if criteria is None:
-        criteria = _label_criteria(s, set(crit))
-    col_of = {c.key: j for j, c in enumerate(criteria)}
-    ann_of = {a: i for i, a in enumerate(names)}
+        criteria = _label_criteria(s, _labelled_keys(s, index.dataset_id))
     L = np.full((len(names), len(index), len(criteria)), np.nan)
-    judged: frozenset[str] = frozenset()
-    if rows:
-        cols = np.array([col_of.get(c, -1) for c in crit], dtype=np.intp)
-        anns = np.array([ann_of[a] for a in who], dtype=np.intp)
-        keep = cols >= 0
-        r = index.rows_of(np.asarray(ex, dtype=np.int64))
-        L[anns[keep], r[keep], cols[keep]] = np.asarray(value, dtype=np.float64)[keep]
-        judged = frozenset(criteria[c].key for c in np.unique(cols[keep]))
-    return names, tuple(criteria), L, judged
+    ids = np.array([ann_ids[a] for a in names], dtype=np.float64)
+    order = np.argsort(ids)
+    judged = set()
+    for j, c in enumerate(criteria):
+        if not names:
+            break
+        ex, ann, value = _columns(
+            s,
+            select(store.Label.example_id, store.Label.annotator_id, store.Label.value)
+            .join(store.Example, store.Example.id == store.Label.example_id)
+            .where(store.Example.dataset_id == index.dataset_id, store.Label.criterion == c.key,
+                   store.Label.annotator_id.in_([ann_ids[a] for a in names])),
+            3,
+        )
+        if ex.size:
+            judged.add(c.key)
+            L[order[np.searchsorted(ids[order], ann)], index.rows_of(ex.astype(np.int64)), j] = value
+    return names, tuple(criteria), L, frozenset(judged)
 
 
 def resolve_dataset(s: Session, name: str | None) -> store.Dataset:
@@ -363,7 +380,7 @@ def load_annotator(
     """One annotator's labels as a source (``annotator:NAME``)."""
     ds = dataset if isinstance(dataset, store.Dataset) else store.get_dataset(s, dataset)
     index = example_index(s, ds.id)
-    names, crits, L, judged = _label_tensor(s, index, criteria, [name])
+    names, crits, L, judged = label_tensor(s, index, criteria, [name])
     if not names:
         known = store.annotators_for_dataset(s, ds.id)
         raise store.NotFound(
@@ -388,7 +405,7 @@ def load_human(
 ) -> Source:
     """The human column: the majority of every annotator except ``reference``, ties unresolved (NaN).
 
-    * Binary view: :func:`judgekit.labeling.human_consensus` — the majority of the annotators' binary
+    * Binary view: :func:`judgekit.labeling.settle` — the majority of the annotators' binary
       views (scale labels through ``pass_at``), a tie NaN (never a silent pass or fail), and where an
       ``adjudicator`` labelled a cell, the adjudicators settle it.
     * Raw view (scale metrics): :func:`stats.consensus_scale` (median) for scale criteria.
@@ -406,9 +423,10 @@ def load_human(
     if not every:
         raise store.NotFound(f"dataset {ds.name!r} has no human labels (see `judgekit import-labels`)")
     chosen = [a for a in every if a != REFERENCE_ANNOTATOR] or every
-    names, crits, L, judged = _label_tensor(s, index, criteria, chosen)
-    exclude = () if chosen == [REFERENCE_ANNOTATOR] else (REFERENCE_ANNOTATOR,)
-    binary = labeling.human_consensus(s, ds.id, crits, exclude=exclude).matrix  # rows follow index order
+    names, crits, L, judged = label_tensor(s, index, criteria, chosen)
+    roles = dict(s.execute(select(store.Annotator.name, store.Annotator.role)
+                           .where(store.Annotator.name.in_(names))).all())
+    binary = labeling.settle(L, [roles.get(n) or "annotator" for n in names], crits)
     scale = np.array([c.is_scale for c in crits], dtype=bool)
     raw = binary.copy()
     if scale.any() and names:
@@ -1102,7 +1120,7 @@ def annotator_agreement(
     if len(names) < 2:
         return None
     index = example_index(s, ds.id)
-    names, crits, L, _ = _label_tensor(s, index, None, names)
+    names, crits, L, _ = label_tensor(s, index, None, names)
     B = stats.binarize(L, _thresholds(crits))
     out: dict[str, dict[str, Any]] = {}
     for j, c in enumerate(crits):
