@@ -15,7 +15,7 @@ from pathlib import Path
 
 from sqlalchemy.orm import Session
 
-from judgekit import datasets, store
+from judgekit import datasets, reports, store
 from judgekit.datasets import InputError
 from judgekit.rubric import Criterion
 
@@ -84,6 +84,8 @@ def import_labels(
     criteria = label_criteria(s, rubric)
     rows = datasets.parse_labels(path, example_ids=set(ids), criteria=criteria, annotator=annotator)
     store.upsert_labels(s, [{**r, "example_id": ids[r["example_id"]]} for r in rows])
+    s.flush()
+    reports.warm_cache(s, dataset=dataset)
     return ImportResult("labels", dataset, len(rows))
 
 
@@ -128,6 +130,8 @@ def import_run(s: Session, path: str | Path, *, dataset: str, rubric: str, name:
             for r in rows
         ],
     )
+    s.flush()
+    reports.warm_cache(s, run=run.id)
     return ImportResult("run", name, len(rows))
 
 
@@ -156,6 +160,8 @@ def load_demo(s: Session, n_examples: int = 600, seed: int = 0) -> ImportResult 
             for t in ws.truth
         ],
     )
+    s.flush()
+    reports.warm_cache(s, dataset=demo.DEMO_DATASET)
     return ImportResult("demo", demo.DEMO_DATASET, len(ws.examples))
 
 

@@ -29,7 +29,7 @@ from numpy.typing import NDArray
 from sqlalchemy import case, func, select
 from sqlalchemy.orm import Session
 
-from judgekit import config, stats, store
+from judgekit import config, matrix_cache, stats, store
 from judgekit.rubric import Criterion
 
 __all__ = [
@@ -143,16 +143,21 @@ def example_index(s: Session, dataset_id: int) -> ExampleIndex:
     cache: dict[int, ExampleIndex] = s.info.setdefault(_index_cache_key, {})
     if dataset_id not in cache:
         name = s.scalar(select(store.Dataset.name).where(store.Dataset.id == dataset_id)) or str(dataset_id)
-        rows = s.execute(
-            select(store.Example.id, store.Example.ext_id)
-            .where(store.Example.dataset_id == dataset_id)
-            .order_by(store.Example.id)
-        ).all()
-        ids, ext = (list(c) for c in zip(*rows, strict=True)) if rows else ([], [])
-        cache[dataset_id] = ExampleIndex(
-            dataset_id, name, np.asarray(ids, dtype=np.int64), np.asarray(ext, dtype=object)
-        )
+        E = store.Example
+        n, last = s.execute(select(func.count(), func.max(E.id)).where(E.dataset_id == dataset_id)).one()
+
+        def compute() -> dict[str, np.ndarray]:
+            rows = s.execute(select(E.id, E.ext_id).where(E.dataset_id == dataset_id).order_by(E.id)).all()
+            ids, ext = (list(c) for c in zip(*rows, strict=True)) if rows else ([], [])
+            return {"ids": np.asarray(ids, dtype=np.int64), "ext": np.asarray(ext, dtype=np.str_)}
+
+        arrays = matrix_cache.cached(_db_key(s), "index", str(dataset_id), f"{n}:{last}", compute)
+        cache[dataset_id] = ExampleIndex(dataset_id, name, arrays["ids"], arrays["ext"].astype(object))
     return cache[dataset_id]
+
+
+def _db_key(s: Session) -> str:
+    return s.get_bind().url.render_as_string(hide_password=True)
 
 
 def _columns(s: Session, stmt, n: int) -> list[NDArray[np.float64]]:
@@ -266,23 +271,33 @@ def load_run(s: Session, ref: str | int | store.Run) -> Source:
     criteria = store.rubric_value(s, rubric_row).criteria
     crit_ids = np.array([c.id for c in store.criterion_rows(s, run.rubric_id)], dtype=np.float64)
     index = example_index(s, run.dataset_id)
-    ex, cid, value, p_pass = _columns(
-        s,
-        select(
-            store.Verdict.example_id, store.Verdict.criterion_id, store.Verdict.value, store.Verdict.p_pass
-        ).where(store.Verdict.run_id == run.id),
-        4,
-    )
-    order = np.argsort(crit_ids)
-    cols = order[np.searchsorted(crit_ids[order], cid)] if cid.size else np.empty(0, np.intp)
-    rows = index.rows_of(ex.astype(np.int64))
-    raw = np.full((len(index), len(criteria)), np.nan)
-    raw[rows, cols] = value
-    judged = frozenset(criteria[c].key for c in np.unique(cols))
-    pp = None
-    if np.isfinite(p_pass).any():
+
+    def compute() -> dict[str, np.ndarray]:
+        ex, cid, value, p_pass = _columns(
+            s,
+            select(
+                store.Verdict.example_id, store.Verdict.criterion_id, store.Verdict.value, store.Verdict.p_pass
+            ).where(store.Verdict.run_id == run.id),
+            4,
+        )
+        order = np.argsort(crit_ids)
+        cols = order[np.searchsorted(crit_ids[order], cid)] if cid.size else np.empty(0, np.intp)
+        rows = index.rows_of(ex.astype(np.int64))
+        raw = np.full((len(index), len(criteria)), np.nan)
+        raw[rows, cols] = value
         pp = np.full_like(raw, np.nan)
         pp[rows, cols] = p_pass
+        return {"raw": raw, "p_pass": pp, "judged": np.unique(cols).astype(np.int64)}
+
+    # verdicts are only ever inserted (resume skips existing ones), so the largest id versions a run
+    last = s.scalar(select(func.max(store.Verdict.id)).where(store.Verdict.run_id == run.id))
+    # (ids can be reused after a delete, so the run's creation time is part of the key)
+    arrays = matrix_cache.cached(_db_key(s), "run", f"{run.id}:{run.created_at}",
+                                 f"{last}:{len(index)}:{crit_ids.tolist()}", compute)
+    raw, pp = arrays["raw"], arrays["p_pass"]
+    judged = frozenset(criteria[int(c)].key for c in arrays["judged"])
+    if not np.isfinite(pp).any():
+        pp = None
     return Source(
         key=f"run:{run.name}",
         kind="run",
@@ -341,13 +356,30 @@ def label_tensor(
     names = [a for a in names if a in ann_ids]
     if criteria is None:
         criteria = _label_criteria(s, _labelled_keys(s, index.dataset_id))
+    if names:
+        lo, hi = index.ids.min(initial=0), index.ids.max(initial=0)
+        lab = store.Label
+        version = s.execute(
+            select(func.count(), func.max(lab.id), func.max(lab.updated_at))
+            .where(lab.example_id.between(int(lo), int(hi)))
+        ).one()
+        key = f"{index.dataset_id}:{names}:{[c.key for c in criteria]}"
+        arrays = matrix_cache.cached(
+            _db_key(s), "labels", key, f"{tuple(version)}:{len(index)}",
+            lambda: _fetch_label_tensor(s, index, criteria, names, ann_ids),
+        )
+        return names, tuple(criteria), arrays["L"], frozenset(str(k) for k in arrays["judged"])
+    return names, tuple(criteria), np.full((0, len(index), len(criteria)), np.nan), frozenset()
+
+
+def _fetch_label_tensor(
+    s: Session, index: ExampleIndex, criteria: Sequence[Criterion], names: list[str], ann_ids: dict[str, int]
+) -> dict[str, np.ndarray]:
     L = np.full((len(names), len(index), len(criteria)), np.nan)
     ids = np.array([ann_ids[a] for a in names], dtype=np.float64)
     order = np.argsort(ids)
     judged = set()
     for j, c in enumerate(criteria):
-        if not names:
-            break
         ex, ann, value = _columns(
             s,
             select(store.Label.example_id, store.Label.annotator_id, store.Label.value)
@@ -359,7 +391,7 @@ def label_tensor(
         if ex.size:
             judged.add(c.key)
             L[order[np.searchsorted(ids[order], ann)], index.rows_of(ex.astype(np.int64)), j] = value
-    return names, tuple(criteria), L, frozenset(judged)
+    return {"L": L, "judged": np.asarray(sorted(judged), dtype=np.str_)}
 
 
 def resolve_dataset(s: Session, name: str | None) -> store.Dataset:
@@ -1577,3 +1609,16 @@ def render_markdown(report: Report) -> str:
             out += ["", f"_{_md_cell(caption)}_"]
         out.append("")
     return "\n".join(out)
+
+
+def warm_cache(s: Session, *, run: str | int | None = None, dataset: str | None = None) -> None:
+    """Fill the matrix cache for a run that just finished, or a dataset's human column after its labels
+    changed, so the dashboard's first render reads the cache instead of millions of rows. Best effort:
+    a failure here never fails the write that triggered it."""
+    try:
+        if run is not None:
+            load_run(s, run)
+        if dataset is not None and store.annotators_for_dataset(s, store.get_dataset(s, dataset).id):
+            load_human(s, dataset)
+    except Exception:  # noqa: BLE001 - the cache is an optimisation only
+        pass

@@ -546,6 +546,10 @@ async def execute(
                 finished_at=store.utcnow(),
             )
         )
+    with Session(engine) as s:
+        from judgekit import reports
+
+        reports.warm_cache(s, run=ctx.run_id)
     return RunSummary(
         ctx.run_id, run_name, status, message, state.done_calls, state.failed_calls, state.unscored, totals
     )

@@ -1095,3 +1095,37 @@ def take_handoff(prefix: str) -> None:
 def caption(ws: Workspace, key: str, n: int, what: str = "") -> None:
     """'run X — judge (simulated) — n = 120' under a view: every view names its judge and its n."""
     st.caption(md(f"{what}{ws.name(key)} — judge: {ws.judge(key)} — n = {n}"))
+
+
+# ------------------------------------------------------------------------------------------ workspace page
+
+
+def workspace_state(s: Session) -> tuple:
+    """What the Workspace listing depends on: each dataset's fingerprint and each run's status row."""
+    runs = tuple(tuple(r) for r in s.execute(
+        select(store.Run.id, store.Run.status, store.Run.wall_s, store.Run.message).order_by(store.Run.id)))
+    datasets = tuple(s.scalars(select(store.Dataset.id).order_by(store.Dataset.id)))
+    rubrics = s.scalar(select(func.count()).select_from(store.RubricRow))
+    return runs, rubrics, tuple((d, tuple(current_fingerprint(s, d))) for d in datasets)
+
+
+@st.cache_data(max_entries=CACHE_ENTRIES, show_spinner=False)
+def _workspace_listing(db_url: str, state: tuple) -> tuple[list[dict], list[dict], list[dict]]:
+    from judgekit import jobs
+
+    with Session(store.engine_for(db_url)) as s:
+        runs = store.list_runs(s)
+        prices = reports.load_prices()
+        for r in runs:
+            run = store.get_run(s, r["id"])
+            cost = reports.run_cost(s, run, prices)
+            r.update(usd=cost.usd, calls=cost.calls, tokens=cost.prompt_tokens + cost.completion_tokens,
+                     progress=jobs.stored_progress(s, run).fraction)
+        return store.list_datasets(s), store.list_rubrics(s), runs
+
+
+def workspace_listing() -> tuple[list[dict], list[dict], list[dict]]:
+    """Datasets, rubrics and runs (with cost and progress) — recomputed only when the data changed."""
+    with session() as s:
+        state = workspace_state(s)
+    return _workspace_listing(config.db_url(), state)

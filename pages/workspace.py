@@ -3,23 +3,12 @@
 import pandas as pd
 import streamlit as st
 
-from judgekit import imports, jobs, reports, store
+from judgekit import imports, store, ui
 from judgekit.webapp import empty_state, session
 
 st.title("Workspace")
 
-with session() as s:
-    datasets = store.list_datasets(s)
-    rubrics = store.list_rubrics(s)
-    runs = store.list_runs(s)
-    prices = reports.load_prices()
-    for r in runs:
-        run = store.get_run(s, r["id"])
-        cost = reports.run_cost(s, run, prices)
-        r["usd"] = cost.usd
-        r["calls"] = cost.calls
-        r["tokens"] = cost.prompt_tokens + cost.completion_tokens
-        r["progress"] = jobs.stored_progress(s, run).fraction
+datasets, rubrics, runs = ui.workspace_listing()
 
 st.subheader("Datasets")
 if datasets:
