@@ -334,13 +334,10 @@ def run(
     db: DbOption = None,
 ) -> None:
     """Judge a dataset with one harness; every call and verdict is stored as it finishes."""
-    import os
 
     from judgekit import runner
     from judgekit.harness import parse_harness
 
-    if api_key_env and api_key_env not in os.environ:
-        raise UsageError(f"--api-key-env {api_key_env}: that environment variable is not set")
     spec = parse_harness(
         harness,
         order=order,

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import os
 import queue
 import threading
 import time
@@ -115,6 +116,8 @@ def create_run(
     name: str | None = None,
 ) -> store.Run:
     """Validate and store a new run (status ``pending``) with its sample of examples."""
+    if judge.api_key_env and not os.environ.get(judge.api_key_env):
+        raise ValueError(f"--api-key-env {judge.api_key_env}: that environment variable is not set")
     ds = store.get_dataset(s, dataset)
     rubric_row = store.get_rubric_row(s, rubric)
     criterion_groups(harness, store.rubric_value(s, rubric_row))  # raises HarnessError on a bad spec

@@ -21,6 +21,9 @@ CHROMIUM_ARGS = ["--disable-gpu", "--disable-background-networking", "--disable-
                  "--disable-sync", "--no-first-run", "--disable-dev-shm-usage"]
 
 
+SERVERS: dict[str, subprocess.Popen] = {}  # base URL → the streamlit process serving it
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -54,8 +57,10 @@ def streamlit_server(db_url: str, log_path: Path, extra_env: dict | None = None)
                 if time.monotonic() > deadline:
                     raise RuntimeError(f"streamlit did not start: {log_path.read_text()[-2000:]}")
                 time.sleep(0.2)
+            SERVERS[base] = proc
             yield base
         finally:
+            SERVERS.pop(base, None)
             proc.terminate()
             try:
                 proc.wait(10)
