@@ -728,11 +728,20 @@ def _dialect_insert(s: Session):
 
 def insert_call(s: Session, call: dict, verdicts: Sequence[dict]) -> int:
     """Store one judge call and its verdicts; a verdict that already exists (resume) is kept as it was."""
-    call_id = s.execute(insert(Call).values(**call).returning(Call.id)).scalar_one()
-    if verdicts:
-        stmt = _dialect_insert(s)(Verdict).values([{**v, "call_id": call_id} for v in verdicts])
-        s.execute(stmt.on_conflict_do_nothing(index_elements=["run_id", "example_id", "criterion_id"]))
-    return call_id
+    return insert_calls(s, [call], [verdicts])[0]
+
+
+def insert_calls(s: Session, calls: Sequence[dict], verdicts: Sequence[Sequence[dict]]) -> list[int]:
+    """Store finished judge calls and their verdicts with two executemany statements (the runner's group
+    commit); ``verdicts[i]`` belong to ``calls[i]``. Existing verdicts (a resume) are kept as they were."""
+    conn = s.connection()
+    table = Call.__table__
+    ids = list(conn.execute(insert(table).returning(table.c.id, sort_by_parameter_order=True), list(calls)).scalars())
+    rows = [{**v, "call_id": cid} for cid, vs in zip(ids, verdicts, strict=True) for v in vs]
+    if rows:
+        stmt = _dialect_insert(s)(Verdict.__table__)
+        conn.execute(stmt.on_conflict_do_nothing(index_elements=["run_id", "example_id", "criterion_id"]), rows)
+    return ids
 
 
 def row_counts(s: Session) -> dict[str, int]:
