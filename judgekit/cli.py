@@ -451,21 +451,7 @@ def app_cmd(
     if db:
         env["JUDGEKIT_DB_URL"] = db
     store.engine_for(db)  # migrate before the first page renders
-    cmd = [
-        sys.executable,
-        "-m",
-        "streamlit",
-        "run",
-        str(config.REPO_DIR / "app.py"),
-        "--server.address",
-        host,
-        "--server.port",
-        str(port),
-        "--server.headless",
-        "true",
-        "--browser.gatherUsageStats",
-        "false",
-    ]
+    cmd = config.app_command(host, port)
     raise typer.Exit(subprocess.call(cmd, env=env))
 
 

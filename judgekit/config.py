@@ -27,3 +27,11 @@ def db_url(override: str | None = None) -> str:
         return env
     path = home() / "db" / "judgekit.sqlite"
     return f"sqlite:///{path}"
+
+
+def app_command(host: str = "127.0.0.1", port: int = 8501) -> list[str]:
+    """The command that serves the dashboard (used by `judgekit app` and `make demo`)."""
+    import sys
+
+    return [sys.executable, "-m", "streamlit", "run", str(REPO_DIR / "app.py"), "--server.address", host,
+            "--server.port", str(port), "--server.headless", "true", "--browser.gatherUsageStats", "false"]

@@ -13,7 +13,6 @@ import argparse
 import os
 import signal
 import subprocess
-import sys
 import threading
 
 from sqlalchemy.orm import Session
@@ -95,24 +94,7 @@ def main(argv: list[str] | None = None) -> None:
 
     threading.Thread(target=background, name="demo-runs", daemon=True).start()
     env = {**os.environ, "JUDGEKIT_DB_URL": url}
-    app = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "streamlit",
-            "run",
-            str(config.REPO_DIR / "app.py"),
-            "--server.address",
-            "127.0.0.1",
-            "--server.port",
-            str(args.port),
-            "--server.headless",
-            "true",
-            "--browser.gatherUsageStats",
-            "false",
-        ],
-        env=env,
-    )
+    app = subprocess.Popen(config.app_command("127.0.0.1", args.port), env=env)
     print(f"[demo] dashboard on http://127.0.0.1:{args.port}", flush=True)
     signal.signal(signal.SIGTERM, lambda *_: app.terminate())
     try:

@@ -675,20 +675,24 @@ class PhiReport:
         raise KeyError(source)
 
 
-def _criterion_notes(src: Source) -> dict[str, str]:
-    """Why a criterion's phi is undefined under a source, in words the dashboard shows instead of a number."""
+def undefined_phi_notes(src: Source, name: str | None = None) -> dict[str, str]:
+    """Why a criterion's phi is undefined under a source, one sentence per criterion key — what the CLI,
+    the HTML report and the dashboard show where the number would be ("every verdict of cites_source
+    under run X is pass (120 of 120): phi is undefined"). ``name`` names the source (default its key)."""
+    name = name or src.key
     notes = {}
     B = src.binary[src.covered]
     for j, key in enumerate(src.keys):
         col = B[:, j]
         scored = col[~np.isnan(col)]
         if key in src.missing:
-            notes[key] = f"{key} is not a criterion of {src.key}: phi undefined"
+            notes[key] = f"{key} is not a criterion of {name}: phi is undefined"
         elif scored.size == 0:
-            notes[key] = f"{key} has no scored {src.noun}s under {src.key}: phi undefined"
+            notes[key] = f"{key} has no scored {src.noun} under {name}: phi is undefined"
         elif np.all(scored == scored[0]):
             outcome = "pass" if scored[0] == 1.0 else "fail"
-            notes[key] = f"{key} is constant (every {src.noun} {outcome}) under {src.key}: phi undefined"
+            notes[key] = (f"every {src.noun} of {key} under {name} is {outcome} ({scored.size} of {scored.size}): "
+                          "phi is undefined")
     return notes
 
 
@@ -697,7 +701,7 @@ def phi_column(src: Source, n_boot: int = 1000, seed: int = 0) -> PhiColumn:
     V = src.binary[src.covered]
     pm = stats.phi_matrix(V)
     ci = stats.phi_bootstrap_ci(V, n_boot=n_boot, seed=seed)
-    crit_notes = _criterion_notes(src)
+    crit_notes = undefined_phi_notes(src)
     notes = list(crit_notes.values())
     if src.n == 0:
         notes.insert(0, f"{src.key} has no scored {src.noun}s: every phi is undefined")

@@ -612,27 +612,8 @@ def download_report(ws: Workspace, runs: Sequence[str], *, key: str, human: bool
 
 
 def undefined_phi(src: reports.Source, name: str) -> dict[str, str]:
-    """Why phi is undefined for a criterion under a source, as a sentence per criterion key.
-
-    "every verdict of cites_source under run X is pass: phi is undefined" -- what the dashboard shows
-    where the number would be, instead of a blank or an error.
-    """
-    out = {}
-    B = src.binary[src.covered]
-    for j, key in enumerate(src.keys):
-        col = B[:, j]
-        scored = col[~np.isnan(col)]
-        if key in src.missing:
-            out[key] = f"{key} is not a criterion of {name}: phi is undefined"
-        elif scored.size == 0:
-            out[key] = f"{key} has no scored {src.noun} under {name}: phi is undefined"
-        elif np.all(scored == scored[0]):
-            outcome = "pass" if scored[0] == 1.0 else "fail"
-            out[key] = (
-                f"every {src.noun} of {key} under {name} is {outcome} ({scored.size} of {scored.size}): "
-                "phi is undefined"
-            )
-    return out
+    """Why phi is undefined for a criterion under a source (:func:`reports.undefined_phi_notes`)."""
+    return reports.undefined_phi_notes(src, name)
 
 
 # --------------------------------------------------------------------------------------------- crosstab

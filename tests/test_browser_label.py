@@ -3,13 +3,6 @@
 from __future__ import annotations
 
 import html
-import os
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
-from pathlib import Path
 
 import pytest
 from sqlalchemy import select
@@ -18,20 +11,9 @@ from sqlalchemy.orm import Session
 from judgekit import imports, labeling, runner, simjudge, store
 from judgekit.harness import parse_harness
 from judgekit.labeling import SampleSpec
+from tests.browser import chromium_page, streamlit_server
 
-REPO = Path(__file__).resolve().parent.parent
-CHROMIUM = "/usr/bin/chromium"
-
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="needs Debian's chromium at /usr/bin/chromium"),
-]
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+pytestmark = pytest.mark.browser
 
 
 @pytest.fixture
@@ -56,35 +38,8 @@ def workspace_with_runs(engine, db_url):
 
 @pytest.fixture
 def app_url(workspace_with_runs, db_url, tmp_path):
-    port = free_port()
-    env = {**os.environ, "JUDGEKIT_DB_URL": db_url, "PYTHONPATH": str(REPO)}
-    log = (tmp_path / "streamlit.log").open("w")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", str(REPO / "app.py"), "--server.port", str(port),
-         "--server.headless", "true", "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false"],
-        cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT,
-    )
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                with urllib.request.urlopen(f"{base}/_stcore/health", timeout=1) as r:
-                    if r.status == 200:
-                        break
-            except OSError:
-                pass
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError("streamlit did not start: " + (tmp_path / "streamlit.log").read_text()[-2000:])
-            time.sleep(0.2)
+    with streamlit_server(db_url, tmp_path / "streamlit.log") as base:
         yield base
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-        log.close()
 
 
 def settle(page, text: str, timeout: float = 10_000) -> None:
@@ -119,7 +74,7 @@ def secrets(engine) -> list[str]:
 
 
 def test_label_three_examples_with_the_keyboard(app_url, workspace_with_runs, tmp_path):
-    from playwright.sync_api import expect, sync_playwright
+    from playwright.sync_api import expect
 
     engine = workspace_with_runs
     hidden = secrets(engine)
@@ -135,9 +90,7 @@ def test_label_three_examples_with_the_keyboard(app_url, workspace_with_runs, tm
         {1: 1, 2: 1, 3: 1, 4: 1, 5: 1, 6: 1},
     ]
 
-    with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
-        page = browser.new_page(viewport={"width": 1400, "height": 2400})
+    with chromium_page() as page:
         page.set_default_timeout(10_000)
         page.goto(f"{app_url}/label")
         name = page.get_by_label("Your name")
@@ -157,7 +110,6 @@ def test_label_three_examples_with_the_keyboard(app_url, workspace_with_runs, tm
             assert not leaked, leaked[:3]
             retries += press_until(page, "Enter", f"Item {n + 2} of 5 · {n + 1} of 5 labelled by kb")
         page.screenshot(path=str(tmp_path / "label.png"), full_page=True)
-        browser.close()
 
     assert retries <= 2, retries
     assert (tmp_path / "label.png").stat().st_size > 10_000
