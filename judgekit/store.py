@@ -15,6 +15,7 @@ import threading
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+import orjson
 from sqlalchemy import (
     JSON,
     Boolean,
@@ -233,14 +234,20 @@ def _sqlite_pragmas(dbapi_conn, _record) -> None:
     cur.close()
 
 
+def _json_dumps(obj: Any) -> str:
+    """JSON columns (metadata, call requests) through orjson: several times faster than json.dumps."""
+    return orjson.dumps(obj).decode()
+
+
 def make_engine(url: str) -> Engine:
     """A new engine; SQLite connections get WAL, a 30 s busy timeout and foreign keys."""
     if url.startswith("sqlite"):
         _ensure_sqlite_dir(url)
-        engine = create_engine(url, connect_args={"timeout": 30, "check_same_thread": False})
+        engine = create_engine(url, connect_args={"timeout": 30, "check_same_thread": False},
+                               json_serializer=_json_dumps)
         event.listen(engine, "connect", _sqlite_pragmas)
         return engine
-    return create_engine(url, pool_pre_ping=True)
+    return create_engine(url, pool_pre_ping=True, json_serializer=_json_dumps)
 
 
 def _ensure_sqlite_dir(url: str) -> None:
