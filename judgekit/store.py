@@ -619,6 +619,8 @@ def judge_label(judge: Judge) -> str:
         return f"{judge.name} (simulated)"
     if judge.kind == "imported":
         return f"{judge.name} (imported)"
+    if judge.kind == "local":
+        return f"{judge.model} (bundled local judge)"
     if judge.model:
         return (
             f"{judge.model} @ {judge.base_url}" if judge.kind == "openai" else f"{judge.name}: {judge.model}"
