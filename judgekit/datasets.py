@@ -52,8 +52,9 @@ class Record:
     data: dict[str, Any]
 
 
-def read_text(path: str | Path) -> str:
-    """Read a file as UTF-8 (a BOM is allowed); invalid bytes are reported with their line."""
+def read_bytes(path: str | Path) -> bytes:
+    """A file's bytes after the checks every format shares (exists, size, UTF-16, NUL, empty); a UTF-8
+    BOM is removed."""
     p = Path(path)
     if not p.is_file():
         raise InputError(p, "no such file")
@@ -63,38 +64,48 @@ def read_text(path: str | Path) -> str:
     raw = p.read_bytes()
     if raw[:2] in (b"\xff\xfe", b"\xfe\xff"):
         raise InputError(p, "the file is UTF-16; save it as UTF-8", line=1)
+    raw = raw.removeprefix(b"\xef\xbb\xbf")
+    nul = raw.find(b"\x00")
+    if nul >= 0:
+        raise InputError(p, "contains a NUL byte (binary file?)", line=raw[:nul].count(b"\n") + 1)
+    if not raw.strip():
+        raise InputError(p, "the file is empty")
+    return raw
+
+
+def read_text(path: str | Path) -> str:
+    """Read a file as UTF-8 (a BOM is allowed); invalid bytes are reported with their line."""
+    p = Path(path)
+    raw = read_bytes(p)
     try:
-        text = raw.decode("utf-8-sig")
+        return raw.decode("utf-8")
     except UnicodeDecodeError as e:
         line = raw[: e.start].count(b"\n") + 1
         raise InputError(
             p, f"not valid UTF-8 (byte 0x{raw[e.start]:02x} at offset {e.start})", line=line
         ) from None
-    if "\x00" in text:
-        line = text[: text.index("\x00")].count("\n") + 1
-        raise InputError(p, "contains a NUL byte (binary file?)", line=line)
-    if not text.strip():
-        raise InputError(p, "the file is empty")
-    return text
 
 
-def _loads(line: str):
-    """orjson where it accepts the line (a third faster at 100k lines), else the standard library, which
-    gives the error message and accepts what orjson does not (NaN, integers beyond 64 bits)."""
-    try:
-        return orjson.loads(line)
-    except orjson.JSONDecodeError:
-        return json.loads(line)
-
-
-def iter_jsonl(path: str | Path, text: str) -> Iterator[Record]:
-    for lineno, line in enumerate(text.splitlines(), start=1):
+def iter_jsonl(path: str | Path, raw: bytes) -> Iterator[Record]:
+    """Records of a JSON-lines file, parsed from bytes line by line (orjson checks UTF-8 as it goes, so
+    the whole file is never decoded into one string — the common case of a large import)."""
+    offset = 0
+    for lineno, line in enumerate(raw.split(b"\n"), start=1):
+        start, offset = offset, offset + len(line) + 1
         if not line.strip():
             continue
         try:
-            obj = _loads(line)
-        except json.JSONDecodeError as e:
-            raise InputError(path, f"invalid JSON ({e.msg} at column {e.colno})", line=lineno) from None
+            obj = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            try:
+                text = line.decode("utf-8")
+            except UnicodeDecodeError as e:
+                raise InputError(path, f"not valid UTF-8 (byte 0x{line[e.start]:02x} at offset {start + e.start})",
+                                  line=lineno) from None
+            try:
+                obj = json.loads(text)  # the standard library's message; it also takes NaN and huge integers
+            except json.JSONDecodeError as e:
+                raise InputError(path, f"invalid JSON ({e.msg} at column {e.colno})", line=lineno) from None
         if not isinstance(obj, dict):
             raise InputError(path, f"expected a JSON object, got {type(obj).__name__}", line=lineno)
         yield Record(lineno, obj)
@@ -138,12 +149,11 @@ def iter_csv(path: str | Path, text: str) -> tuple[list[str], Iterator[Record]]:
 def read_records(path: str | Path) -> tuple[str, list[str] | None, list[Record]]:
     """(format, CSV header or None, records) of a .jsonl/.json-lines or .csv file."""
     p = Path(path)
-    text = read_text(p)
     suffix = p.suffix.lower()
     if suffix in (".jsonl", ".ndjson", ".json"):
-        return "jsonl", None, list(iter_jsonl(p, text))
+        return "jsonl", None, list(iter_jsonl(p, read_bytes(p)))
     if suffix in (".csv", ".tsv"):
-        header, recs = iter_csv(p, text)
+        header, recs = iter_csv(p, read_text(p))
         return "csv", header, list(recs)
     raise InputError(p, f"unsupported file type {suffix or '(none)'}: use .jsonl or .csv")
 
