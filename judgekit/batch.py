@@ -40,7 +40,6 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 import openai
-from openai.types.chat import ChatCompletion
 from sqlalchemy import func, select, update
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session
@@ -437,7 +436,7 @@ def _line_result(line: dict, mode: str, key: str) -> client_mod.CallResult:
     body = response.get("body") if response else None
     if code == 200 and isinstance(body, dict) and error is None:
         try:
-            return client_mod._ok(ChatCompletion.construct(**body), mode, 1, 0, 0.0, 0.0)
+            return client_mod.result_from_reply(body, mode, 1, 0, 0.0, 0.0)
         except Exception as exc:  # a malformed envelope: the endpoint's fault, as in a live call
             message = f"unexpected response ({type(exc).__name__}: {str(exc)[:200]})"
     elif code is not None:

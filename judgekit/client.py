@@ -414,7 +414,7 @@ async def complete(
             latency = time.perf_counter() - t0
             if structured == "auto":
                 _note_mode(endpoint, mode, confirmed=True)
-            return _ok(resp, mode, attempts, retries, latency, time.perf_counter() - started)
+            return result_from_reply(resp, mode, attempts, retries, latency, time.perf_counter() - started)
 
         if retryable and retries < judge.max_retries:
             await asyncio.sleep(_backoff_s(judge, retries, headers))
@@ -438,7 +438,8 @@ async def complete(
         )
 
 
-def _ok(resp: dict, mode: str, attempts: int, retries: int, latency: float, total: float) -> CallResult:
+def result_from_reply(resp: dict, mode: str, attempts: int, retries: int, latency: float, total: float) -> CallResult:
+    """The :class:`CallResult` of a successful chat-completion reply (a live call's, or a batch line's)."""
     choices = _get(resp, "choices")
     choice = choices[0] if isinstance(choices, list) and choices else None
     usage = _get(resp, "usage")
