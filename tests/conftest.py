@@ -92,3 +92,38 @@ def base_workspace(cli):
     """Dataset `base` (q-001..q-003) and rubric `support` (answers_question binary, safety 1–5 with K.O.)."""
     assert cli("import-dataset", DATA / "good" / "dataset.jsonl", "--name", "base").exit_code == 0
     assert cli("import-rubric", DATA / "good" / "rubric.yaml").exit_code == 0
+
+
+def load_demo(engine, n_examples: int):
+    """The demo workspace with ``n_examples`` answers in the test's database."""
+    from judgekit import imports
+
+    with Session(engine) as s, s.begin():
+        imports.load_demo(s, n_examples=n_examples)
+    return engine
+
+
+@pytest.fixture
+def demo(engine):
+    """The demo workspace with 30 answers."""
+    return load_demo(engine, 30)
+
+
+def simulated_runs(engine, db_url: str, specs=("single", "split"), name="harness-{spec}-call") -> list[str]:
+    """Runs of the simulated judge (one per harness spec) over the whole demo dataset, executed."""
+    from judgekit import runner, simjudge
+    from judgekit.harness import parse_harness
+
+    srv = simjudge.start_in_thread(db_url, simjudge.SimParams())
+    names = []
+    try:
+        for spec in specs:
+            judge = runner.JudgeSpec(base_url=srv.base_url, model=simjudge.SIM_MODEL, kind="simulated")
+            with Session(engine) as s, s.begin():
+                runner.create_run(s, dataset="demo", rubric="demo", harness=parse_harness(spec), judge=judge,
+                                  name=name.format(spec=spec))
+            assert runner.run_sync(engine, name.format(spec=spec), concurrency=8).status == "done"
+            names.append(name.format(spec=spec))
+    finally:
+        srv.stop()
+    return names

@@ -31,13 +31,6 @@ class Crash(Exception):
     """Stands in for the process dying at a chosen point."""
 
 
-@pytest.fixture
-def demo(engine):
-    with Session(engine) as s, s.begin():
-        imports.load_demo(s, n_examples=30)
-    return engine
-
-
 def new_run(engine, base_url: str, spec: str = "split", *, limit: int = 20, name: str = "b", **opts) -> str:
     judge = runner.JudgeSpec(
         base_url=base_url, model="gpt-test", api_key_env=opts.pop("api_key_env", None), timeout_s=5.0

@@ -8,10 +8,10 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from judgekit import imports, labeling, runner, simjudge, store
-from judgekit.harness import parse_harness
+from judgekit import labeling, store
 from judgekit.labeling import SampleSpec
 from tests.browser import chromium_page, streamlit_server
+from tests.conftest import load_demo, simulated_runs
 
 pytestmark = pytest.mark.browser
 
@@ -19,18 +19,7 @@ pytestmark = pytest.mark.browser
 @pytest.fixture
 def workspace_with_runs(engine, db_url):
     """Demo (24 examples), two simulated-judge runs, and a label set of 5."""
-    with Session(engine) as s, s.begin():
-        imports.load_demo(s, n_examples=24)
-    srv = simjudge.start_in_thread(db_url, simjudge.SimParams())
-    try:
-        for spec in ("single", "split"):
-            judge = runner.JudgeSpec(base_url=srv.base_url, model=simjudge.SIM_MODEL, kind="simulated")
-            with Session(engine) as s, s.begin():
-                runner.create_run(s, dataset="demo", rubric="demo", harness=parse_harness(spec), judge=judge,
-                                  name=f"harness-{spec}-call")
-            assert runner.run_sync(engine, f"harness-{spec}-call", concurrency=8).status == "done"
-    finally:
-        srv.stop()
+    simulated_runs(load_demo(engine, 24), db_url)
     with Session(engine) as s, s.begin():
         labeling.create_label_set(s, "kbd", dataset="demo", rubric="demo", spec=SampleSpec("random", size=5, seed=4))
     return engine

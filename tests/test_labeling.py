@@ -16,9 +16,9 @@ import pytest
 from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
-from judgekit import imports, labeling, runner, simjudge, store
-from judgekit.harness import parse_harness
+from judgekit import imports, labeling, store
 from judgekit.labeling import SampleSpec
+from tests.conftest import load_demo, simulated_runs
 
 BACKENDS = ("sqlite", "postgresql")  # the report and labeling paths run on both stores
 
@@ -342,18 +342,7 @@ def test_two_annotators_writing_at_once_lose_nothing(engine, db_url, tmp_path):
 @pytest.fixture
 def judged(engine, db_url):
     """Demo (20 examples) judged by two simulated-judge runs whose verdicts disagree."""
-    with Session(engine) as s, s.begin():
-        imports.load_demo(s, n_examples=20)
-    srv = simjudge.start_in_thread(db_url, simjudge.SimParams())
-    try:
-        for spec in ("single", "split"):
-            judge = runner.JudgeSpec(base_url=srv.base_url, model=simjudge.SIM_MODEL, kind="simulated")
-            with Session(engine) as s, s.begin():
-                runner.create_run(s, dataset="demo", rubric="demo", harness=parse_harness(spec), judge=judge,
-                                  name=f"harness-{spec}-call")
-            assert runner.run_sync(engine, f"harness-{spec}-call", concurrency=8).status == "done"
-    finally:
-        srv.stop()
+    simulated_runs(load_demo(engine, 20), db_url)
     return engine
 
 

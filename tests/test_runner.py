@@ -16,18 +16,11 @@ import pytest
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from judgekit import imports, runner, store
+from judgekit import runner, store
 from judgekit.harness import parse_harness
 from tests.scripted_server import ScriptedServer, malformed, ok, reset, slow, status, truncated
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-@pytest.fixture
-def demo(engine):
-    with Session(engine) as s, s.begin():
-        imports.load_demo(s, n_examples=30)
-    return engine
 
 
 def new_run(engine, base_url: str, spec: str = "split", *, limit: int = 10, name: str = "r", **opts) -> str:
