@@ -44,6 +44,7 @@ from judgekit import config, reports, store
 from judgekit.webapp import empty_state, session
 
 __all__ = [
+    "page_workspace",
     "HANDOFF_KEY",
     "ExampleDetail",
     "PhiView",
@@ -384,6 +385,19 @@ def workspace(prefix: str) -> Workspace | None:
         fp = current_fingerprint(s, dataset_id)
         annotators = _annotators(config.db_url(), dataset_id, fp.labels)
         return load_workspace(s, dataset_id, fp, annotators)
+
+
+def page_workspace(prefix: str) -> Workspace:
+    """An analysis page's workspace, with the empty states shown (no runs, no labels); stops the page
+    when there is no dataset at all."""
+    ws = workspace(prefix)
+    if ws is None:
+        st.stop()
+    if not ws.runs:
+        no_runs()
+    if not ws.has_labels:
+        no_labels()
+    return ws
 
 
 def no_runs() -> None:

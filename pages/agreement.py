@@ -12,13 +12,7 @@ st.caption(
     "of human passes it also passes."
 )
 
-ws = ui.workspace("ag")
-if ws is None:
-    st.stop()
-if not ws.runs:
-    ui.no_runs()
-if not ws.has_labels:
-    ui.no_labels()
+ws = ui.page_workspace("ag")
 
 
 run_keys = [r.key for r in ws.runs]

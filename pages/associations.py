@@ -12,13 +12,7 @@ st.caption(
     "An association the human column does not show is one the judge's call structure invented."
 )
 
-ws = ui.workspace("as")
-if ws is None:
-    st.stop()
-if not ws.runs:
-    ui.no_runs()
-if not ws.has_labels:
-    ui.no_labels()
+ws = ui.page_workspace("as")
 options = ws.source_keys()
 if not options:
     st.stop()
