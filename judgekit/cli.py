@@ -443,7 +443,6 @@ def app_cmd(
 ) -> None:
     """Start the dashboard (Streamlit) on http://HOST:PORT."""
     import os
-    import subprocess
 
     from judgekit import config
 
@@ -451,8 +450,11 @@ def app_cmd(
     if db:
         env["JUDGEKIT_DB_URL"] = db
     store.engine_for(db)  # migrate before the first page renders
+    store.dispose_engines()
     cmd = config.app_command(host, port)
-    raise typer.Exit(subprocess.call(cmd, env=env))
+    # become the server (exec, not a child): a signal to this process then reaches Streamlit itself,
+    # and no orphaned server is left behind when `judgekit app` is stopped
+    os.execve(cmd[0], cmd, env)
 
 
 from judgekit.cli_report import export_report_cmd, report_app  # noqa: E402
