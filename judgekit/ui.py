@@ -44,6 +44,7 @@ from judgekit import config, reports, store
 from judgekit.webapp import empty_state, session
 
 __all__ = [
+    "endpoint_inputs",
     "page_workspace",
     "HANDOFF_KEY",
     "ExampleDetail",
@@ -701,54 +702,23 @@ def phi_heatmap(col: reports.PhiColumn, keys: Sequence[str], title: str, notes: 
                 else html.escape(f"{a} × {b}: {why}")
             )
         hover.append(row)
-    fig = go.Figure(
-        go.Heatmap(
-            z=np.where(np.isfinite(M), M, np.nan),
-            x=list(keys),
-            y=list(keys),
-            zmin=-1,
-            zmax=1,
-            colorscale="RdBu",
-            reversescale=True,
-            text=_heat_text(M),
-            texttemplate="%{text}",
-            customdata=hover,
-            hovertemplate="%{customdata}<extra></extra>",
-            colorbar={"title": "phi"},
-        )
-    )
-    fig.update_layout(
-        title=html.escape(title),
-        height=420,
-        yaxis={"autorange": "reversed"},
-        margin={"l": 10, "r": 10, "t": 60, "b": 10},
-    )
-    return fig
+    return _heatmap(M, keys, title, colorscale="RdBu", reversescale=True, customdata=hover,
+                    hovertemplate="%{customdata}<extra></extra>", colorbar={"title": "phi"})
 
 
 def diff_heatmap(a: reports.PhiColumn, b: reports.PhiColumn, keys: Sequence[str], title: str) -> go.Figure:
     """phi(a) − phi(b) per criterion pair; "n/a" where either is undefined."""
     D = np.asarray(a.phi, float) - np.asarray(b.phi, float)
-    fig = go.Figure(
-        go.Heatmap(
-            z=np.where(np.isfinite(D), D, np.nan),
-            x=list(keys),
-            y=list(keys),
-            zmin=-1,
-            zmax=1,
-            colorscale="PuOr",
-            text=_heat_text(D),
-            texttemplate="%{text}",
-            hovertemplate="%{y} × %{x}: Δphi %{text}<extra></extra>",
-            colorbar={"title": "Δphi"},
-        )
-    )
-    fig.update_layout(
-        title=html.escape(title),
-        height=420,
-        yaxis={"autorange": "reversed"},
-        margin={"l": 10, "r": 10, "t": 60, "b": 10},
-    )
+    return _heatmap(D, keys, title, colorscale="PuOr", hovertemplate="%{y} × %{x}: Δphi %{text}<extra></extra>",
+                    colorbar={"title": "Δphi"})
+
+
+def _heatmap(M: np.ndarray, keys: Sequence[str], title: str, **trace) -> go.Figure:
+    """A criterion × criterion heatmap on [-1, 1] with the values written in the cells ("n/a" if undefined)."""
+    fig = go.Figure(go.Heatmap(z=np.where(np.isfinite(M), M, np.nan), x=list(keys), y=list(keys), zmin=-1, zmax=1,
+                               text=_heat_text(M), texttemplate="%{text}", **trace))
+    fig.update_layout(title=html.escape(title), height=420, yaxis={"autorange": "reversed"},
+                      margin={"l": 10, "r": 10, "t": 60, "b": 10})
     return fig
 
 
@@ -1124,3 +1094,13 @@ def workspace_listing() -> tuple[list[dict], list[dict], list[dict]]:
     with session() as s:
         state = workspace_state(s)
     return _workspace_listing(config.db_url(), state)
+
+
+def endpoint_inputs(prefix: str) -> tuple[str, str, str]:
+    """Base URL, model and the *name* of the key's environment variable of an OpenAI-compatible judge."""
+    c1, c2, c3 = st.columns(3)
+    base_url = c1.text_input("Base URL", value="https://api.openai.com/v1", key=f"{prefix}_base_url")
+    model = c2.text_input("Model", value="gpt-4o-mini", key=f"{prefix}_model")
+    api_key_env = c3.text_input("Name of the environment variable holding the key", value="OPENAI_API_KEY",
+                                key=f"{prefix}_key_env", help="The key itself is never typed here, stored or logged.")
+    return base_url, model, api_key_env

@@ -6,7 +6,7 @@ import math
 import pandas as pd
 import streamlit as st
 
-from judgekit import critique, jobs, runner, scale, store
+from judgekit import critique, jobs, runner, scale, store, ui
 from judgekit.webapp import db_url, empty_state, session, sim_judge_base_url
 
 st.title("Prompt A/B")
@@ -266,15 +266,7 @@ if critic == "Simulated judge":
     kind, model, base_url = "simulated", "judgekit-sim", None
 else:
     kind = "openai"
-    e1, e2, e3 = st.columns(3)
-    base_url = e1.text_input("Base URL", value="https://api.openai.com/v1", key="ab_base_url")
-    model = e2.text_input("Model", value="gpt-4o-mini", key="ab_model")
-    api_key_env = e3.text_input(
-        "Name of the environment variable holding the key",
-        value="OPENAI_API_KEY",
-        key="ab_key_env",
-        help="The key itself is never typed here, stored or logged.",
-    )
+    base_url, model, api_key_env = ui.endpoint_inputs("ab")
 concurrency = st.number_input("Concurrency", min_value=1, max_value=64, value=8, key="ab_concurrency")
 if st.button("Critique both runs", type="primary", key="ab_critique"):
     judge = runner.JudgeSpec(

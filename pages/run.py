@@ -3,7 +3,7 @@
 import pandas as pd
 import streamlit as st
 
-from judgekit import harness, jobs, prompts, runner, store
+from judgekit import harness, jobs, prompts, runner, store, ui
 from judgekit.localjudge import LOCAL_JUDGE_NOTE, LOCAL_MODEL_NAME
 from judgekit.webapp import db_url, empty_state, local_judge_base_url, session, sim_judge_base_url
 
@@ -59,15 +59,7 @@ elif judge_kind == "Bundled local judge":
         st.caption(f"Serving at {base_url}")
 else:
     kind = "openai"
-    c1, c2, c3 = st.columns(3)
-    base_url = c1.text_input("Base URL", value="https://api.openai.com/v1", key="run_base_url")
-    model = c2.text_input("Model", value="gpt-4o-mini", key="run_model")
-    api_key_env = c3.text_input(
-        "Name of the environment variable holding the key",
-        value="OPENAI_API_KEY",
-        key="run_key_env",
-        help="The key itself is never typed here, stored or logged.",
-    )
+    base_url, model, api_key_env = ui.endpoint_inputs("run")
 
 st.subheader("Harness variants")
 variants = st.multiselect(

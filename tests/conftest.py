@@ -127,3 +127,21 @@ def simulated_runs(engine, db_url: str, specs=("single", "split"), name="harness
     finally:
         srv.stop()
     return names
+
+
+def verdict_keys(engine, run_name: str) -> list[tuple[int, int]]:
+    """The (example, criterion) pairs a run has verdicts for, sorted."""
+    from sqlalchemy import select
+
+    with Session(engine) as s:
+        run = store.get_run(s, run_name)
+        return sorted(s.execute(select(store.Verdict.example_id, store.Verdict.criterion_id)
+                                .where(store.Verdict.run_id == run.id)).all())
+
+
+def all_pairs(engine, run_name: str) -> list[tuple[int, int]]:
+    """Every (example, criterion) pair a run should end with, sorted."""
+    with Session(engine) as s:
+        run = store.get_run(s, run_name)
+        crits = [c.id for c in store.criterion_rows(s, run.rubric_id)]
+        return sorted((e, c) for e in store.run_example_ids(s, run.id) for c in crits)

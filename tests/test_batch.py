@@ -21,6 +21,7 @@ from sqlalchemy.orm import Session
 from judgekit import batch, client, imports, runner, store
 from judgekit.harness import parse_harness
 from judgekit.openai_server import Usage, echo_reply, make_logprobs
+from tests.conftest import all_pairs, verdict_keys
 from tests.scripted_server import ScriptedServer, malformed, ok, status
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -40,23 +41,6 @@ def new_run(engine, base_url: str, spec: str = "split", *, limit: int = 20, name
             s, dataset="demo", rubric="demo", harness=parse_harness(spec, **opts), judge=judge, limit=limit,
             name=name,
         ).name
-
-
-def verdict_keys(engine, run_name: str) -> list[tuple[int, int]]:
-    with Session(engine) as s:
-        run = store.get_run(s, run_name)
-        return sorted(
-            s.execute(
-                select(store.Verdict.example_id, store.Verdict.criterion_id).where(store.Verdict.run_id == run.id)
-            ).all()
-        )
-
-
-def all_pairs(engine, run_name: str) -> list[tuple[int, int]]:
-    with Session(engine) as s:
-        run = store.get_run(s, run_name)
-        crits = [c.id for c in store.criterion_rows(s, run.rubric_id)]
-        return sorted((e, c) for e in store.run_example_ids(s, run.id) for c in crits)
 
 
 def count_calls(engine, **where) -> int:

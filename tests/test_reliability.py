@@ -22,6 +22,7 @@ from sqlalchemy.orm import Session
 
 from judgekit import imports, runner, store
 from judgekit.harness import parse_harness
+from tests.conftest import all_pairs, verdict_keys
 from tests.scripted_server import ScriptedServer, malformed, ok, reset, slow, status, truncated
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -43,13 +44,7 @@ def split_run(engine, base_url: str, examples: int, name: str, **judge) -> str:
 
 
 def pairs(engine, name: str) -> tuple[list, list]:
-    with Session(engine) as s:
-        run = store.get_run(s, name)
-        have = sorted(s.execute(select(store.Verdict.example_id, store.Verdict.criterion_id)
-                                .where(store.Verdict.run_id == run.id)).all())
-        crits = [c.id for c in store.criterion_rows(s, run.rubric_id)]
-        want = sorted((e, c) for e in store.run_example_ids(s, run.id) for c in crits)
-    return have, want
+    return verdict_keys(engine, name), all_pairs(engine, name)
 
 
 class FaultScript:

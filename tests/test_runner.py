@@ -18,6 +18,7 @@ from sqlalchemy.orm import Session
 
 from judgekit import runner, store
 from judgekit.harness import parse_harness
+from tests.conftest import all_pairs, verdict_keys
 from tests.scripted_server import ScriptedServer, malformed, ok, reset, slow, status, truncated
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -41,24 +42,6 @@ def new_run(engine, base_url: str, spec: str = "split", *, limit: int = 10, name
             name=name,
         ).name
 
-
-def verdict_keys(engine, run_name: str) -> list[tuple[int, int]]:
-    with Session(engine) as s:
-        run = store.get_run(s, run_name)
-        return sorted(
-            s.execute(
-                select(store.Verdict.example_id, store.Verdict.criterion_id).where(
-                    store.Verdict.run_id == run.id
-                )
-            ).all()
-        )
-
-
-def all_pairs(engine, run_name: str) -> list[tuple[int, int]]:
-    with Session(engine) as s:
-        run = store.get_run(s, run_name)
-        crits = [c.id for c in store.criterion_rows(s, run.rubric_id)]
-        return sorted((e, c) for e in store.run_example_ids(s, run.id) for c in crits)
 
 
 def fast_backoff(monkeypatch):
