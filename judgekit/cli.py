@@ -2,22 +2,31 @@
 
 Every command takes ``--db URL`` (default ``JUDGEKIT_DB_URL``, else ``sqlite:///db/judgekit.sqlite``).
 A bad file or argument exits with status 2 and one line naming the file, line and field.
+
+Start-up: this module and every ``cli_*`` module import only the standard library, typer and
+:mod:`judgekit.cli_common` at their top; library modules are imported inside the commands or named with
+``lazy(...)`` — see :mod:`judgekit.cli_common` for the rule and how to add a command.
 """
 
 from __future__ import annotations
 
-import contextlib
-import functools
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated
 
 import typer
-from sqlalchemy.orm import Session
 
-from judgekit import store
-from judgekit.datasets import InputError
+from judgekit.cli_common import (  # noqa: F401 - re-exported for the cli_* modules
+    DbOption,
+    UsageError,
+    fail,
+    friendly_errors,
+    lazy,
+    transaction,
+)
+
+store = lazy("judgekit.store")
 
 app = typer.Typer(
     help="judgekit — judge meta-evaluation: run several LLM-judge harnesses over the same stored outputs, "
@@ -25,46 +34,8 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,  # plain help: rich's import alone costs a tenth of a second at every start
 )
-
-DbOption = Annotated[
-    str | None,
-    typer.Option(
-        "--db", help="SQLAlchemy URL (default: $JUDGEKIT_DB_URL, else sqlite:///db/judgekit.sqlite)."
-    ),
-]
-
-
-class UsageError(Exception):
-    """A bad argument combination; shown as one line like an InputError."""
-
-
-def fail(message: str) -> None:
-    typer.echo(f"error: {message}", err=True)
-    raise typer.Exit(2)
-
-
-def friendly_errors(fn: Callable) -> Callable:
-    """Turn the library's expected errors into one line on stderr and exit status 2."""
-
-    @functools.wraps(fn)
-    def wrapper(*args, **kwargs):
-        try:
-            return fn(*args, **kwargs)
-        except (InputError, store.NotFound, UsageError) as e:
-            fail(str(e))
-        except ValueError as e:
-            fail(str(e))
-
-    return wrapper
-
-
-@contextlib.contextmanager
-def transaction(db: str | None) -> Iterator[Session]:
-    """One short transaction on the chosen database (migrated on first use)."""
-    engine = store.engine_for(db)
-    with Session(engine) as s, s.begin():
-        yield s
 
 
 def command(name: str | None = None, **kwargs) -> Callable:
@@ -302,6 +273,22 @@ def run(
     layout: Annotated[
         str, typer.Option(help="shared_prefix (prefix-cache friendly) | criterion_first")
     ] = "shared_prefix",
+    prompt_template: Annotated[
+        str | None,
+        typer.Option(
+            "--prompt-template",
+            metavar="FILE",
+            help="Your judge prompt: a Jinja2 file with {{ question }}, {{ context }}, {{ answer }} and "
+            "{{ criteria }} (judgekit's criteria block and reply format, last). `builtin` = judgekit's own "
+            "layout even when the rubric has a prompt_template.",
+        ),
+    ] = None,
+    few_shot: Annotated[
+        int, typer.Option("--few-shot", min=0, max=20, help="Show K human-labelled examples per criterion.")
+    ] = 0,
+    few_shot_from: Annotated[
+        str, typer.Option("--few-shot-from", help="human (the consensus) | annotator:NAME")
+    ] = "human",
     api_key_env: Annotated[
         str | None, typer.Option("--api-key-env", help="NAME of the environment variable holding the key.")
     ] = None,
@@ -335,9 +322,14 @@ def run(
 ) -> None:
     """Judge a dataset with one harness; every call and verdict is stored as it finishes."""
 
-    from judgekit import runner
+    from judgekit import prompt_templates, prompts, runner
     from judgekit.harness import parse_harness
 
+    template, template_name = "", ""
+    if prompt_template == prompt_templates.BUILTIN:
+        template_name = prompt_templates.BUILTIN
+    elif prompt_template:
+        template, template_name = prompt_templates.load_template_file(prompt_template)
     spec = parse_harness(
         harness,
         order=order,
@@ -348,6 +340,10 @@ def run(
         prompt_variant=prompt_variant,
         layout=layout,
         seed=seed,
+        prompt_template=template,
+        prompt_template_name=template_name,
+        few_shot=few_shot,
+        few_shot_from=few_shot_from,
     )
     if judge_kind not in ("auto", "openai", "simulated", "local"):
         raise UsageError(f"--judge-kind must be auto, openai, simulated or local, not {judge_kind!r}")
@@ -375,8 +371,9 @@ def run(
             name=name,
         )
         run_name = new.name
+        prompt_label = prompts.prompt_label(new.harness)
     typer.echo(
-        f"run {run_name}: {spec.label} on {dataset} × {rubric} with {model}"
+        f"run {run_name}: {spec.label} on {dataset} × {rubric} with {model}, prompt {prompt_label}"
         + (" (simulated judge)" if kind == "simulated" else ""),
         err=True,
     )

@@ -20,7 +20,9 @@ from typing import Annotated
 
 import typer
 
-from judgekit import reports, store
+from judgekit.cli_common import lazy
+
+reports, store = lazy("judgekit.reports"), lazy("judgekit.store")  # imported when a command runs
 
 report_app = typer.Typer(
     help="Reports over stored runs and labels: crosstab, phi (+ audit), compare, agreement, runs.",

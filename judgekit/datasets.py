@@ -321,15 +321,33 @@ def rubric_from_mapping(doc: Any, path: str | Path = "<rubric>") -> Rubric:
         criteria.append(crit)
     ko = _ko_rule(path, doc.get("ko_rule"), {c.key: c for c in criteria}, top)
     description = doc.get("description") or ""
-    unknown = set(doc) - {"name", "criteria", "ko_rule", "description", "__line__"}
+    unknown = set(doc) - {"name", "criteria", "ko_rule", "description", "prompt_template", "__line__"}
     if unknown:
         raise InputError(
             path,
-            "unknown key (expected name, description, criteria, ko_rule)",
+            "unknown key (expected name, description, criteria, ko_rule, prompt_template)",
             line=top,
             field=sorted(unknown)[0],
         )
-    return Rubric(name=name.strip(), criteria=tuple(criteria), ko_rule=ko, description=str(description))
+    template = _prompt_template(path, doc.get("prompt_template"), top)
+    return Rubric(name=name.strip(), criteria=tuple(criteria), ko_rule=ko, description=str(description),
+                  prompt_template=template)
+
+
+def _prompt_template(path, value: Any, top: int) -> str:
+    """A rubric's ``prompt_template``, validated like ``--prompt-template`` (the line is the rubric's)."""
+    if value is None or value == "":
+        return ""
+    if not isinstance(value, str):
+        raise InputError(path, "must be the template text (Jinja2)", line=top, field="prompt_template")
+    from judgekit.prompt_templates import compile_template
+
+    try:
+        compile_template(value, str(path))
+    except InputError as e:
+        where = f" (template line {e.line})" if e.line else ""
+        raise InputError(path, f"{e.reason}{where}", line=top, field="prompt_template") from None
+    return value
 
 
 def _criterion(path, item: Any, top: int) -> Criterion:

@@ -24,6 +24,7 @@ Layout = Literal["shared_prefix", "criterion_first"]
 ORDERS: tuple[str, ...] = ("verdict_first", "reasoning_first", "verdict_only")
 STRUCTURED_MODES: tuple[str, ...] = ("auto", "json_schema", "json_object", "prompt")
 LAYOUTS: tuple[str, ...] = ("shared_prefix", "criterion_first")
+MAX_FEW_SHOT = 20
 
 
 class HarnessError(ValueError):
@@ -42,11 +43,22 @@ class Harness:
     prompt_variant: str = "default"
     layout: Layout = "shared_prefix"
     seed: int = 0  # seeds the per-example shuffle
+    # The user's prompt template (its source, stored on the run so the run is reproducible) and its name.
+    prompt_template: str = ""
+    prompt_template_name: str = ""
+    # Few-shot from a human column: K labelled examples per criterion, drawn with few_shot_seed from
+    # few_shot_from ("human" = the consensus, or "annotator:NAME"); the pool is fixed when the run is
+    # created — per criterion K + 1 (example id, value) pairs, so the judged example can always be left out.
+    few_shot: int = 0
+    few_shot_from: str = ""
+    few_shot_seed: int = 0
+    few_shot_pool: tuple[tuple[str, tuple[tuple[str, int], ...]], ...] = ()
     extra: dict = field(default_factory=dict, compare=False)
 
     def to_dict(self) -> dict:
         out = asdict(self)
         out["groups"] = [list(g) for g in self.groups]
+        out["few_shot_pool"] = [[k, [list(e) for e in pool]] for k, pool in self.few_shot_pool]
         out.pop("extra")
         return out
 
@@ -54,6 +66,9 @@ class Harness:
     def from_dict(cls, data: dict) -> Harness:
         known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__ and k != "extra"}
         known["groups"] = tuple(tuple(g) for g in known.get("groups", ()))
+        known["few_shot_pool"] = tuple(
+            (str(k), tuple((str(e), int(v)) for e, v in pool)) for k, pool in known.get("few_shot_pool") or ()
+        )
         return cls(**known)
 
     @property
@@ -74,8 +89,19 @@ def parse_harness(
     prompt_variant: str = "default",
     layout: str = "shared_prefix",
     seed: int = 0,
+    prompt_template: str = "",
+    prompt_template_name: str = "",
+    few_shot: int = 0,
+    few_shot_from: str = "human",
+    few_shot_seed: int | None = None,
 ) -> Harness:
-    """``single`` | ``split`` | ``grouped:a+b|c+d`` plus options → a :class:`Harness`."""
+    """``single`` | ``split`` | ``grouped:a+b|c+d`` plus options → a :class:`Harness`.
+
+    A ``prompt_template`` is validated here, before any call (an :class:`~judgekit.datasets.InputError`
+    names the problem). ``few_shot`` > 0 asks for K labelled examples per criterion; the pool itself is
+    drawn when the run is created (:func:`judgekit.fewshot.choose_pool`), ``few_shot_seed`` defaulting
+    to ``seed``.
+    """
     spec = spec.strip()
     if order not in ORDERS:
         raise HarnessError(f"--order must be one of {', '.join(ORDERS)}, not {order!r}")
@@ -83,6 +109,14 @@ def parse_harness(
         raise HarnessError(f"--structured must be one of {', '.join(STRUCTURED_MODES)}, not {structured!r}")
     if layout not in LAYOUTS:
         raise HarnessError(f"layout must be one of {', '.join(LAYOUTS)}, not {layout!r}")
+    if prompt_template:
+        from judgekit.prompt_templates import compile_template
+
+        if layout != "shared_prefix":
+            raise HarnessError("a prompt template keeps the shared-prefix layout: drop --layout criterion_first")
+        compile_template(prompt_template, prompt_template_name or "template")
+    if not 0 <= few_shot <= MAX_FEW_SHOT:
+        raise HarnessError(f"--few-shot must be within 0..{MAX_FEW_SHOT}, not {few_shot}")
     groups: tuple[tuple[str, ...], ...] = ()
     if spec in ("single", "split"):
         kind = spec
@@ -105,6 +139,11 @@ def parse_harness(
         prompt_variant=prompt_variant,
         layout=layout,
         seed=seed,  # type: ignore[arg-type]
+        prompt_template=prompt_template,
+        prompt_template_name=prompt_template_name,
+        few_shot=few_shot,
+        few_shot_from=(few_shot_from or "human") if few_shot else "",
+        few_shot_seed=(seed if few_shot_seed is None else few_shot_seed) if few_shot else 0,
     )
 
 

@@ -78,6 +78,7 @@ class ExampleText:
     question: str
     context: str
     answer: str
+    key: str = ""  # the example's id (few-shot leaves the judged example out of its own shots)
 
 
 def variant(name: str) -> PromptVariant:
@@ -87,10 +88,11 @@ def variant(name: str) -> PromptVariant:
         raise ValueError(f"unknown prompt variant {name!r} (known: {', '.join(VARIANTS)})") from None
 
 
-def system_prompt(harness: Harness) -> str:
-    """The system text: the same for every call of a run (it never names criteria)."""
+def system_prompt(harness: Harness, persona: str | None = None) -> str:
+    """The system text: the same for every call of a run (it never names criteria). ``persona`` (a user
+    template's ``system`` block) replaces judgekit's first paragraph; the reply instructions stay."""
     v = variant(harness.prompt_variant)
-    parts = [BASE_SYSTEM, ORDER_SENTENCES[harness.order].format(length=v.rationale_length)]
+    parts = [persona or BASE_SYSTEM, ORDER_SENTENCES[harness.order].format(length=v.rationale_length)]
     if harness.independence_note:
         parts.append(INDEPENDENCE_NOTE)
     if v.system_extra:
@@ -139,14 +141,83 @@ def criteria_block(criteria: Sequence[Criterion], order: str, ko_rule: KORule | 
     )
 
 
+@dataclass(frozen=True)
+class Shot:
+    """A labelled example shown to the judge (few-shot): its texts and the human's value per criterion."""
+
+    example: ExampleText
+    verdicts: tuple[tuple[str, int], ...]  # (criterion key, stored value: 1/0 or 1–5)
+
+
+FEW_SHOT_HEADER = (
+    "## Labelled examples\n"
+    "Answers a human has already judged on these criteria, shown for calibration. They are not the answer "
+    "to judge."
+)
+_SHOT_HEADER = re.compile(r"\n\n### Labelled example \d+\n")
+_SHOT_PARTS = ("#### Context\n", "\n\n#### Question\n", "\n\n#### Answer\n")
+_SHOT_VERDICTS = "\n\n#### Human verdicts\n"
+
+
+def _value_text(value: int, c: Criterion | None) -> str:
+    if c is not None and c.is_scale:
+        return str(int(value))
+    return "true" if value else "false"
+
+
+def few_shot_block(shots: Sequence[Shot], criteria: Sequence[Criterion]) -> str:
+    """The labelled examples of one call, in the reply's vocabulary (true/false, 1–5); part of the
+    criterion-specific tail, so an example's shared prefix stays byte-identical."""
+    by_key = {c.key: c for c in criteria}
+    parts = [FEW_SHOT_HEADER]
+    for i, shot in enumerate(shots, start=1):
+        ex = shot.example
+        verdicts = "\n".join(f"- {k}: {_value_text(v, by_key.get(k))}" for k, v in shot.verdicts)
+        parts.append(
+            f"### Labelled example {i}\n"
+            f"#### Context\n{ex.context.strip() or '(none)'}\n\n"
+            f"#### Question\n{ex.question.strip() or '(none)'}\n\n"
+            f"#### Answer\n{ex.answer.strip()}{_SHOT_VERDICTS}{verdicts}"
+        )
+    return "\n\n".join(parts)
+
+
 def build_messages(
-    example: ExampleText, criteria: Sequence[Criterion], harness: Harness, ko_rule: KORule | None = None
+    example: ExampleText,
+    criteria: Sequence[Criterion],
+    harness: Harness,
+    ko_rule: KORule | None = None,
+    shots: Sequence[Shot] = (),
 ) -> list[dict[str, str]]:
-    """The chat messages of one judge call."""
+    """The chat messages of one judge call: judgekit's layout, or the harness's prompt template around
+    judgekit's criteria block. Labelled examples (few-shot) lead the criterion-specific tail."""
     tail = criteria_block(criteria, harness.order, ko_rule)
+    if shots:
+        tail = f"{few_shot_block(shots, criteria)}\n\n{tail}"
+    if harness.prompt_template:
+        from judgekit import prompt_templates
+
+        template = prompt_templates.cached(harness.prompt_template, harness.prompt_template_name or "template")
+        r = template.render(example.question, example.context, example.answer)
+        system = system_prompt(harness, persona=r.system)
+        return [{"role": "system", "content": system}, {"role": "user", "content": f"{r.before}{tail}{r.after}"}]
     body = example_block(example)
     user = f"{body}\n\n{tail}" if harness.layout == "shared_prefix" else f"{tail}\n\n{body}"
     return [{"role": "system", "content": system_prompt(harness)}, {"role": "user", "content": user}]
+
+
+def prompt_label(harness: Harness | dict) -> str:
+    """How a run's prompt is named in reports: the variant, the template (name and digest), few-shot K."""
+    h = harness if isinstance(harness, dict) else harness.to_dict()
+    label = str(h.get("prompt_variant") or "default")
+    if h.get("prompt_template"):
+        import hashlib
+
+        digest = hashlib.sha256(str(h["prompt_template"]).encode()).hexdigest()[:10]
+        label += f" + template {h.get('prompt_template_name') or 'template'} ({digest})"
+    if int(h.get("few_shot") or 0):
+        label += f" + few-shot {int(h['few_shot'])} from {h.get('few_shot_from') or 'human'}"
+    return label
 
 
 def response_schema(criteria: Sequence[Criterion], order: str) -> dict:
@@ -185,10 +256,65 @@ class JudgeRequest:
     independence_note: bool
     variant: str
     order: str
+    shots: tuple[ShotRequest, ...] = ()
+
+
+@dataclass(frozen=True)
+class ShotRequest:
+    """A labelled example as read back from a request: its texts and the values shown per criterion."""
+
+    question: str
+    answer: str
+    verdicts: dict[str, int]
+
+
+def parse_few_shot_block(block: str) -> tuple[ShotRequest, ...]:
+    """Invert :func:`few_shot_block` (used by the simulated judge); malformed shots are skipped."""
+    if not block.startswith(FEW_SHOT_HEADER):
+        return ()
+    out = []
+    for part in _SHOT_HEADER.split(block)[1:]:
+        cut = part.rfind(_SHOT_VERDICTS)
+        if cut < 0 or not part.startswith(_SHOT_PARTS[0]):
+            continue
+        texts, verdict_lines = part[:cut], part[cut + len(_SHOT_VERDICTS):]
+        q_at, a_at = texts.find(_SHOT_PARTS[1]), texts.find(_SHOT_PARTS[2])
+        if q_at < 0 or a_at < q_at:
+            continue
+        question = texts[q_at + len(_SHOT_PARTS[1]):a_at]
+        answer = texts[a_at + len(_SHOT_PARTS[2]):]
+        verdicts = {}
+        for line in verdict_lines.splitlines():
+            key, _, value = line.removeprefix("- ").partition(": ")
+            value = {"true": "1", "false": "0"}.get(value.strip(), value.strip())
+            if key and value.isdigit():
+                verdicts[key] = int(value)
+        out.append(ShotRequest("" if question == "(none)" else question, answer, verdicts))
+    return tuple(out)
+
+
+def split_few_shot(text: str) -> tuple[str, tuple[ShotRequest, ...]]:
+    """``text`` (a user message up to the criteria block) without its labelled examples, and the
+    examples parsed. The block is judgekit's, so its header is found from the end."""
+    at = text.rfind(FEW_SHOT_HEADER)
+    if at < 0:
+        return text, ()
+    return text[:at].rstrip("\n"), parse_few_shot_block(text[at:])
 
 
 _KEY_LINE = re.compile(r"^- ([A-Za-z][A-Za-z0-9_]*): ", re.MULTILINE)
 _HEADERS = ("## Context\n", "\n\n## Question\n", "\n\n## Answer\n")
+
+
+def system_features(system: str) -> tuple[str, str, bool]:
+    """(order, prompt variant, independence note) as :func:`system_prompt` wrote them into ``system``."""
+    order = next((o for o, s in ORDER_SENTENCES.items() if s.split("{")[0] in system), "verdict_first")
+    return order, "hardened" if HARDENED_RULES in system else "default", INDEPENDENCE_NOTE in system
+
+
+def criteria_keys(block: str) -> tuple[str, ...]:
+    """The criterion keys of a criteria block (:func:`criteria_block`), in the order asked."""
+    return tuple(_KEY_LINE.findall(block.split("\n\n## Reply format", 1)[0]))
 
 
 def parse_judge_request(messages: Sequence[dict]) -> JudgeRequest | None:
@@ -197,11 +323,17 @@ def parse_judge_request(messages: Sequence[dict]) -> JudgeRequest | None:
     user = next((m.get("content") or "" for m in reversed(messages) if m.get("role") == "user"), "")
     if not isinstance(user, str):
         return None
-    if user.startswith("## Criteria\n"):
+    front_shots: tuple[ShotRequest, ...] = ()
+    if user.startswith(("## Criteria\n", FEW_SHOT_HEADER)):  # criterion_first: the tail leads
         cut = user.find("\n\n## Context\n")
         if cut < 0:
             return None
         tail, body = user[:cut], user[cut + 2 :]
+        if tail.startswith(FEW_SHOT_HEADER):
+            at = tail.rfind("\n\n## Criteria\n")
+            if at < 0:
+                return None
+            front_shots, tail = parse_few_shot_block(tail[:at]), tail[at + 2 :]
     else:
         cut = user.rfind("\n\n## Criteria\n")
         if cut < 0:
@@ -217,21 +349,20 @@ def parse_judge_request(messages: Sequence[dict]) -> JudgeRequest | None:
         start = at + len(header)
     context = body[positions[0][1] : positions[1][0]]
     question = body[positions[1][1] : positions[2][0]]
-    answer = body[positions[2][1] :]
-    crit_block = tail.split("\n\n## Reply format", 1)[0]
-    keys = tuple(_KEY_LINE.findall(crit_block))
+    answer, shots = split_few_shot(body[positions[2][1] :])
+    keys = criteria_keys(tail)
     if not keys:
         return None
-    order = next((o for o, s in ORDER_SENTENCES.items() if s.split("{")[0] in system), "verdict_first")
-    var = "hardened" if HARDENED_RULES in system else "default"
+    order, var, note = system_features(system)
     return JudgeRequest(
         context="" if context == "(none)" else context,
         question="" if question == "(none)" else question,
         answer=answer,
         criteria=keys,
-        independence_note=INDEPENDENCE_NOTE in system,
+        independence_note=note,
         variant=var,
         order=order,
+        shots=shots or front_shots,
     )
 
 

@@ -55,6 +55,7 @@ class Rubric:
     criteria: tuple[Criterion, ...]
     ko_rule: KORule | None = None
     description: str = ""
+    prompt_template: str = ""  # the rubric's own judge prompt (see judgekit.prompt_templates); "" = judgekit's
 
     @property
     def keys(self) -> list[str]:
@@ -82,4 +83,6 @@ class Rubric:
             out["criteria"].append(item)
         if self.ko_rule:
             out["ko_rule"] = {"criterion": self.ko_rule.criterion, "floor": self.ko_rule.floor}
+        if self.prompt_template:
+            out["prompt_template"] = self.prompt_template
         return out

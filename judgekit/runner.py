@@ -31,7 +31,7 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session
 
 from judgekit import client as client_mod
-from judgekit import prompts, store
+from judgekit import fewshot, prompts, store
 from judgekit.harness import Harness, PlannedCall, criterion_groups, sample_examples, shuffled
 from judgekit.parse import p_pass_from_logprobs, parse_reply
 from judgekit.rubric import Rubric
@@ -121,8 +121,10 @@ def create_run(
         raise ValueError(f"--api-key-env {judge.api_key_env}: that environment variable is not set")
     ds = store.get_dataset(s, dataset)
     rubric_row = store.get_rubric_row(s, rubric)
-    criterion_groups(harness, store.rubric_value(s, rubric_row))  # raises HarnessError on a bad spec
+    rubric_val = store.rubric_value(s, rubric_row)
+    criterion_groups(harness, rubric_val)  # raises HarnessError on a bad spec
     prompts.variant(harness.prompt_variant)
+    harness = resolve_prompt(s, harness, rubric_val, ds)
     ids = store.example_ids(s, ds.id)
     ordered = [ext for ext, _ in sorted(ids.items(), key=lambda kv: kv[1])]
     chosen = sample_examples(ordered, limit=limit, sample=sample, seed=seed)
@@ -155,6 +157,28 @@ def create_run(
         example_ids=[ids[e] for e in chosen],
         sample={"limit": limit, "sample": sample, "seed": seed},
     )
+
+
+def resolve_prompt(s: Session, harness: Harness, rubric: Rubric, dataset: store.Dataset) -> Harness:
+    """The harness as the run stores it: the rubric's ``prompt_template`` when the harness names none
+    (``builtin`` keeps judgekit's layout), and the few-shot pool drawn from the human column."""
+    from dataclasses import replace
+
+    from judgekit import prompt_templates
+
+    if harness.prompt_template_name == prompt_templates.BUILTIN and not harness.prompt_template:
+        harness = replace(harness, prompt_template_name="")
+    elif not harness.prompt_template and rubric.prompt_template:
+        prompt_templates.compile_template(rubric.prompt_template, f"rubric {rubric.name}")
+        harness = replace(harness, prompt_template=rubric.prompt_template, prompt_template_name=f"rubric {rubric.name}")
+    if harness.prompt_template and harness.layout != "shared_prefix":
+        raise ValueError("a prompt template keeps the shared-prefix layout: drop --layout criterion_first")
+    if harness.few_shot and not harness.few_shot_pool:
+        from judgekit import fewshot
+
+        pool = fewshot.choose_pool(s, dataset, rubric, harness.few_shot, harness.few_shot_seed, harness.few_shot_from)
+        harness = replace(harness, few_shot_pool=pool)
+    return harness
 
 
 def judge_config(judge: store.Judge) -> client_mod.JudgeConfig:
@@ -222,9 +246,9 @@ def estimate(
         )
         or 0
     )
-    system = len(prompts.system_prompt(harness))
+    system = len(prompts.system_prompt(harness)) + len(harness.prompt_template or rubric_val.prompt_template)
     per_criterion = sum(len(prompts.criterion_line(c, rubric_val.ko_rule)) for c in rubric_val.criteria)
-    per_criterion = per_criterion / max(1, len(rubric_val.criteria)) + 40
+    per_criterion = per_criterion / max(1, len(rubric_val.criteria)) + 40 + harness.few_shot * (chars + 60)
     prompt_tokens = int(n_examples * sum(system + chars + per_criterion * len(g) + 80 for g in groups) / 4)
     cacheable = (
         int(n_examples * (len(groups) - 1) * (system + chars) / 4) if harness.layout == "shared_prefix" else 0
@@ -262,6 +286,10 @@ def create_comparison(
             base += "-shuffled"
         if h.prompt_variant != "default":
             base += f"-{h.prompt_variant}"
+        if h.prompt_template:
+            base += "-template"
+        if h.few_shot:
+            base += f"-fewshot{h.few_shot}"
         name = store.unique_run_name(s, base)
         names.append(
             create_run(
@@ -281,6 +309,7 @@ class _Context:
     harness: Harness
     crit_ids: dict[str, int]
     judge: client_mod.JudgeConfig
+    shots: fewshot.ShotPicker | None = None
 
 
 @dataclass
@@ -294,12 +323,14 @@ class _Done:
 
 def _load_context(s: Session, run: store.Run) -> _Context:
     rubric_row = s.get(store.RubricRow, run.rubric_id)
+    harness = Harness.from_dict(run.harness)
     return _Context(
         run_id=run.id,
         rubric=store.rubric_value(s, rubric_row),
-        harness=Harness.from_dict(run.harness),
+        harness=harness,
         crit_ids={c.key: c.id for c in store.criterion_rows(s, rubric_row.id)},
         judge=judge_config(s.get(store.Judge, run.judge_id)),
+        shots=fewshot.shot_picker(s, run.dataset_id, harness),
     )
 
 
@@ -343,7 +374,7 @@ def _pending_calls(
         for position, ex_id, ext_id, question, context, answer in rows:
             last = position
             have = done.get(ex_id, set())
-            text = prompts.ExampleText(question=question or "", context=context or "", answer=answer)
+            text = prompts.ExampleText(question=question or "", context=context or "", answer=answer, key=ext_id)
             for group in groups:
                 if all(k in have for k in group):
                     continue
@@ -424,7 +455,8 @@ def _messages(ctx: _Context, item: prompts.ExampleText | prompts.CritiqueText, c
     """The prompt of one call: a judge call on an example, or a critique call on a stored rationale."""
     if isinstance(item, prompts.CritiqueText):
         return prompts.build_critique_messages(item, criteria, ctx.harness.order)
-    return prompts.build_messages(item, criteria, ctx.harness, ctx.rubric.ko_rule)
+    shots = ctx.shots.for_call(item.key, [c.key for c in criteria]) if ctx.shots else ()
+    return prompts.build_messages(item, criteria, ctx.harness, ctx.rubric.ko_rule, shots)
 
 
 def _verdict_rows(ctx: _Context, planned: PlannedCall, result: client_mod.CallResult) -> list[dict]:

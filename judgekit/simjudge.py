@@ -88,6 +88,22 @@ caches between the split calls of one example. The system prompt is part of that
 layout, so ``criterion_first`` still caches the system text (and nothing after it). Optional latency:
 ``latency_ms + ms_per_uncached_token · (prompt_tokens − cached_tokens)``.
 
+*Labelled examples (few-shot).* For each asked criterion ``c``, every labelled example of ``c`` in the
+request (judgekit's block, :func:`judgekit.prompts.few_shot_block`) is checked against *its* truth: a
+label that equals it counts +1, one that contradicts it −1 (a scale label two or more levels away; one
+level away counts 0). ``few_shot_gain`` (0.15) × the net, capped at ``few_shot_cap`` (8) examples, is added
+to ``logit(a)`` for ``c`` — binary and scale alike (the scale's σ follows the raised accuracy). So K
+correct examples per criterion raise a = 0.9 to ≈ 0.94 at K = 4; wrong labels lower it. Nothing else
+(the impression, conditioning) changes.
+
+*Prompt templates.* The wording of a user's template does not enter the model: a templated request is
+read through judgekit's criteria block (keys, kinds, K.O. marker) and labelled-examples block, and the
+judged answer is found by its text among the examples with ``reference`` labels (:class:`_Locator`: the
+longest known answer in the message whose question also appears). It is then judged exactly like the
+same answer in judgekit's own layout — so an A/B of two templates on the simulated judge measures zero
+prompt effect by construction, and any difference shown comes from the pipeline. The independence
+sentence counts wherever it appears. A templated request whose answer is not found gets ``{}``.
+
 *Requests that are not judgekit's layout* (``parse_judge_request`` → ``None``) get a 200 with ``{}``:
 a client then records every criterion as unscored ("missing from reply"). A 400 would look like a
 ``response_format`` rejection to the client's ``auto`` ladder and downgrade the endpoint's mode.
@@ -116,11 +132,15 @@ from sqlalchemy.orm import Session
 from judgekit import store
 from judgekit.openai_server import Reply, ServerThread, Usage, make_logprobs, serve
 from judgekit.prompts import (
+    INDEPENDENCE_NOTE,
     CritiqueRequest,
     JudgeRequest,
+    criteria_keys,
     parse_critique_request,
     parse_judge_request,
     render_reply,
+    split_few_shot,
+    system_features,
 )
 
 __all__ = [
@@ -192,6 +212,8 @@ class SimParams:
     scale_push: float = 0.5  # score points per logit unit of push
     cache_block: int = 16
     reload_interval_s: float = 2.0
+    few_shot_gain: float = 0.15  # logit accuracy per net agreeing labelled example of the criterion
+    few_shot_cap: int = 8  # |net| counted at most this many examples
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.accuracy <= 1.0:
@@ -210,8 +232,13 @@ class SimParams:
 
     @property
     def scale_sigma(self) -> float:
-        a = min(max(self.accuracy, 1e-6), 1 - 1e-6)
-        return 0.5 / _STD.inv_cdf((1 + a) / 2)
+        return _sigma(self.accuracy)
+
+
+def _sigma(accuracy: float) -> float:
+    """σ of the discretised normal that returns the exact score with probability ``accuracy``."""
+    a = min(max(accuracy, 1e-6), 1 - 1e-6)
+    return 0.5 / _STD.inv_cdf((1 + a) / 2)
 
 
 @dataclass(frozen=True)
@@ -287,8 +314,8 @@ def _criteria_details(messages: Sequence[dict]) -> dict[str, _Crit]:
     if user.startswith("## Criteria\n"):
         block = user
     else:
-        at = user.rfind("\n\n## Criteria\n")
-        block = user[at + 2:] if at >= 0 else ""
+        at = user.rfind("\n## Criteria\n")
+        block = user[at + 1:] if at >= 0 else ""
     block = block.split("\n\n## Reply format", 1)[0]
     out: dict[str, _Crit] = {}
     current: _Crit | None = None
@@ -414,6 +441,36 @@ def critique_verdict(req: CritiqueRequest) -> tuple[bool, str]:
     return False, f"Unknown check {check!r}."
 
 
+class _Locator:
+    """Finds a known answer inside a templated prompt in one pass over the text: answers are indexed
+    by their first :attr:`PROBE` characters (shorter ones are checked directly); among the answers found
+    whose question also appears, the longest wins."""
+
+    PROBE = 24
+
+    def __init__(self, texts: Sequence[tuple[str, str]]) -> None:
+        self.by_prefix: dict[str, list[tuple[str, str]]] = {}
+        self.short: list[tuple[str, str]] = []
+        for question, answer in texts:
+            if len(answer) >= self.PROBE:
+                self.by_prefix.setdefault(answer[: self.PROBE], []).append((question, answer))
+            elif answer:
+                self.short.append((question, answer))
+
+    def find(self, text: str) -> tuple[str, str] | None:
+        best: tuple[str, str] | None = None
+        probe, index = self.PROBE, self.by_prefix
+        for i in range(len(text) - probe + 1):
+            for question, answer in index.get(text[i : i + probe], ()):
+                if text.startswith(answer, i) and question in text and (best is None or len(answer) > len(best[1])):
+                    best = (question, answer)
+        if best is None:
+            for question, answer in self.short:
+                if answer in text and question in text and (best is None or len(answer) > len(best[1])):
+                    best = (question, answer)
+        return best
+
+
 # ---------------------------------------------------------------------------------- the judge
 
 
@@ -433,6 +490,8 @@ class SimJudge:
         self._truth: dict[str, dict[str, int]] = {}
         self._loaded_at = -math.inf
         self._previous_prompt = ""
+        self._texts: list[tuple[str, str]] = []
+        self._locator: _Locator | None = None
         self.reload()
 
     # ----------------------------------------------------------------------------- truth index
@@ -440,6 +499,7 @@ class SimJudge:
     def reload(self) -> int:
         """(Re)load the truth index from the database; returns the number of examples indexed."""
         index: dict[str, dict[str, int]] = {}
+        texts: dict[str, tuple[str, str]] = {}
         if self._engine is not None:
             q = (
                 select(store.Example.question, store.Example.answer, store.Label.criterion, store.Label.value)
@@ -450,10 +510,14 @@ class SimJudge:
             )
             with Session(self._engine) as s:
                 for question, answer, criterion, value in s.execute(q):
-                    labels = index.setdefault(_text_key(question or "", answer or ""), {})
+                    key = _text_key(question or "", answer or "")
+                    labels = index.setdefault(key, {})
                     labels.setdefault(criterion, int(value))
+                    texts.setdefault(key, ((question or "").strip(), (answer or "").strip()))
         with self._lock:
             self._truth = index
+            self._texts = list(texts.values())
+            self._locator = None  # rebuilt from the new texts on the next templated request
             self._loaded_at = time.monotonic()
         return len(index)
 
@@ -482,11 +546,58 @@ class SimJudge:
     # ------------------------------------------------------------------------------ the model
 
     def decide(self, messages: Sequence[dict]) -> list[FieldDecision] | None:
-        """Every field of the reply to ``messages``, in emission order; None if not judgekit's layout."""
-        req = parse_judge_request(messages)
+        """Every field of the reply to ``messages``, in emission order; None if the request is neither
+        judgekit's layout nor a prompt template around a known answer."""
+        req = self.read_request(messages)
         if req is None:
             return None
         return self._decide(req, _criteria_details(messages))
+
+    def read_request(self, messages: Sequence[dict]) -> JudgeRequest | None:
+        """judgekit's layout (:func:`parse_judge_request`), else a user's prompt template: the criteria
+        block and labelled examples are judgekit's; the answer is found by its text in the database."""
+        req = parse_judge_request(messages)
+        if req is not None:
+            return req
+        system = next((m.get("content") or "" for m in messages if m.get("role") == "system"), "")
+        user = next((m.get("content") or "" for m in reversed(messages) if m.get("role") == "user"), "")
+        if not isinstance(user, str) or not isinstance(system, str):
+            return None
+        at = user.rfind("\n## Criteria\n")
+        keys = criteria_keys(user[at + 1:]) if at >= 0 else ()
+        if not keys:
+            return None
+        body, shots = split_few_shot(user[:at])
+        found = self._locate(body)
+        if found is None:
+            return None
+        order, variant, note = system_features(system)
+        return JudgeRequest(context="", question=found[0], answer=found[1], criteria=keys,
+                            independence_note=note or INDEPENDENCE_NOTE in user, variant=variant, order=order,
+                            shots=shots)
+
+    def _locate(self, text: str) -> tuple[str, str] | None:
+        """The (question, answer) of a known example whose answer (and question) appear in ``text``."""
+        with self._lock:
+            locator = self._locator
+        if locator is None:
+            locator = self._locator = _Locator(self._texts)
+        return locator.find(text)
+
+    def _shot_push(self, req: JudgeRequest, c: _Crit) -> float:
+        """Few-shot: ``few_shot_gain`` × (labelled examples of ``c`` that agree with their truth − those
+        that contradict it), |net| capped at ``few_shot_cap``. A scale label agrees when it equals the
+        truth and contradicts it when two or more levels away."""
+        p = self.params
+        net = 0
+        for shot in req.shots:
+            if c.key not in shot.verdicts:
+                continue
+            answer = shot.answer.strip()
+            truth, _ = self._truth_of(self._labels(shot.question, answer), answer, c)
+            diff = abs(shot.verdicts[c.key] - truth)
+            net += 1 if diff == 0 else (-1 if (diff >= 2 or not c.scale) else 0)
+        return p.few_shot_gain * max(-p.few_shot_cap, min(p.few_shot_cap, net))
 
     def _decide(self, req: JudgeRequest, details: dict[str, _Crit]) -> list[FieldDecision]:
         p = self.params
@@ -504,15 +615,17 @@ class SimJudge:
             lean = sum(leans) / len(leans) if leans else 0.0
             push = p.impression * z + g * lean
             u = _uniform(p.seed, answer, key, "verdict")
+            logit_accuracy = p.logit_accuracy + (self._shot_push(req, c) if req.shots else 0.0)
             flags: tuple[str, ...] | None = None
             reconciled: bool | None = None
             if not c.scale:
-                p_true = _sigmoid((1 if truth else -1) * p.logit_accuracy + push)
+                p_true = _sigmoid((1 if truth else -1) * logit_accuracy + push)
                 value = int(u < p_true)
                 dist: tuple[float, ...] = (1 - p_true, p_true)
                 leans.append(2.0 * value - 1.0)
             else:
-                value, dist, flags, reconciled = self._scale_field(req, c, answer, truth, push, u, fabricated)
+                sigma = _sigma(_sigmoid(logit_accuracy))
+                value, dist, flags, reconciled = self._scale_field(req, c, answer, truth, push, u, fabricated, sigma)
                 p_true = sum(dist[2:])
                 leans.append((value - 3) / 2.0)
             rationale = "" if req.order == "verdict_only" else self._rationale(req.variant, answer, c, value)
@@ -521,10 +634,10 @@ class SimJudge:
         return out
 
     def _scale_field(self, req: JudgeRequest, c: _Crit, answer: str, truth: int, push: float, u: float,
-                     fabricated: bool) -> tuple[int, tuple[float, ...], tuple[str, ...], bool | None]:
+                     fabricated: bool, sigma: float) -> tuple[int, tuple[float, ...], tuple[str, ...], bool | None]:
         """Score, its distribution, red flags and (K.O. with a safety flag) whether it was reconciled."""
         p = self.params
-        full = _score_dist(truth + p.scale_push * push, p.scale_sigma)
+        full = _score_dist(truth + p.scale_push * push, sigma)
         allowed: Sequence[int] = (1, 2, 3, 4, 5)
         flags: list[str] = []
         reconciled: bool | None = None
@@ -586,7 +699,7 @@ class SimJudge:
         messages = body.get("messages")
         if not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages):
             return Reply(status=400, error="messages must be a list of message objects")
-        req = parse_judge_request(messages)
+        req = self.read_request(messages)
         if req is None and (critique := parse_critique_request(messages)) is not None:
             return self._critique_reply(messages, critique)
         decisions = None if req is None else self._decide(req, _criteria_details(messages))

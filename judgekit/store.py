@@ -76,6 +76,7 @@ class RubricRow(Base):
     ko_criterion: Mapped[str | None] = mapped_column(String(64))
     ko_floor: Mapped[int | None] = mapped_column(Integer)
     created_at: Mapped[dt.datetime] = mapped_column(DateTime, default=utcnow)
+    prompt_template: Mapped[str | None] = mapped_column(Text)
 
 
 class CriterionRow(Base):
@@ -385,6 +386,7 @@ def save_rubric(s: Session, rubric: Rubric) -> RubricRow:
         description=rubric.description,
         ko_criterion=rubric.ko_rule.criterion if rubric.ko_rule else None,
         ko_floor=rubric.ko_rule.floor if rubric.ko_rule else None,
+        prompt_template=rubric.prompt_template or None,
     )
     s.add(row)
     s.flush()
@@ -433,7 +435,8 @@ def rubric_value(s: Session, row: RubricRow) -> Rubric:
         for c in criterion_rows(s, row.id)
     )
     ko = KORule(row.ko_criterion, row.ko_floor) if row.ko_criterion is not None else None
-    return Rubric(name=row.name, criteria=crits, ko_rule=ko, description=row.description or "")
+    return Rubric(name=row.name, criteria=crits, ko_rule=ko, description=row.description or "",
+                  prompt_template=row.prompt_template or "")
 
 
 def load_rubric(s: Session, name: str) -> Rubric:
