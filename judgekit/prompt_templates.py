@@ -93,7 +93,8 @@ def _environment():
                 raise self._unsafe(f"exponent {right} is too large")
             if operator == "*":
                 for seq, n in ((left, right), (right, left)):
-                    if isinstance(seq, str | list | tuple) and isinstance(n, int) and len(seq) * n > MAX_EXPRESSION_CHARS:
+                    sized = isinstance(seq, str | list | tuple) and isinstance(n, int)
+                    if sized and len(seq) * n > MAX_EXPRESSION_CHARS:
                         raise self._unsafe(f"repeating a value {n} times is too large")
             return super().call_binop(context, operator, left, right)
 
@@ -127,7 +128,9 @@ def compile_template(source: str, name: str = "<template>") -> PromptTemplate:
     if not isinstance(source, str) or not source.strip():
         raise InputError(name, "the prompt template is empty")
     if len(source) > MAX_TEMPLATE_CHARS:
-        raise InputError(name, f"the prompt template has {len(source):,} characters; the limit is {MAX_TEMPLATE_CHARS:,}")
+        raise InputError(
+            name, f"the prompt template has {len(source):,} characters; the limit is {MAX_TEMPLATE_CHARS:,}"
+        )
     env = _env()
     try:
         ast = env.parse(source)
