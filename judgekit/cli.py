@@ -467,6 +467,10 @@ from judgekit.cli_scale import critique_cmd  # noqa: E402
 
 app.command("critique")(critique_cmd)
 
+from judgekit.cli_check import check_cmd  # noqa: E402
+
+app.command("check")(check_cmd)
+
 
 def main() -> None:  # pragma: no cover - console entry
     app()

@@ -10,7 +10,6 @@ Registered in ``judgekit/cli.py`` (see the bottom of this file). ``judgekit.cli`
 
 from __future__ import annotations
 
-import dataclasses
 import enum
 import functools
 import json
@@ -158,21 +157,7 @@ def agreement(
     if len(chosen) > 1:
         raise _usage(f"{' and '.join(chosen)} together: choose one reference column")
     with transaction(db) as s:
-        if vs_run:
-            rep = reports.judge_vs_judge(s, vs_run, run)
-        else:
-            judge = reports.load_run(s, run)
-            ds = s.get(store.Dataset, judge.index.dataset_id)
-            ref = (
-                reports.load_annotator(s, ds, annotator, judge.criteria)
-                if annotator
-                else reports.load_human(s, ds, judge.criteria)
-            )
-            rep = reports.agreement_report(judge, ref)
-            if not annotator:
-                ann = reports.annotator_agreement(s, ds)
-                if ann is not None:
-                    rep = dataclasses.replace(rep, annotators=ann)
+        rep = reports.agreement_for(s, run, annotator=annotator, vs_run=vs_run)
     _emit(fmt, rep.to_dict(), lambda: reports.render_agreement_table(rep))
 
 

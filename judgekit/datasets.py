@@ -277,18 +277,23 @@ def parse_rubric(path: str | Path) -> Rubric:
             raise InputError(p, f"invalid JSON ({e.msg} at column {e.colno})", line=e.lineno) from None
     elif p.suffix.lower() not in (".yaml", ".yml"):
         raise InputError(p, f"unsupported file type {p.suffix or '(none)'}: use .yaml, .yml or .json")
+    return rubric_from_mapping(load_yaml(text, p), p)
+
+
+def load_yaml(text: str, path: str | Path) -> Any:
+    """A YAML (or JSON) document whose mappings carry their ``__line__``; duplicate keys and syntax
+    errors are one InputError line naming the file and the line."""
     loader = _LineLoader(text)
-    loader.name = str(p)
+    loader.name = str(path)
     try:
-        doc = loader.get_single_data()
+        return loader.get_single_data()
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         raise InputError(
-            p, f"invalid YAML ({getattr(e, 'problem', None) or e})", line=mark.line + 1 if mark else None
+            path, f"invalid YAML ({getattr(e, 'problem', None) or e})", line=mark.line + 1 if mark else None
         ) from None
     finally:
         loader.dispose()
-    return rubric_from_mapping(doc, p)
 
 
 def rubric_from_mapping(doc: Any, path: str | Path = "<rubric>") -> Rubric:

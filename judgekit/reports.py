@@ -45,6 +45,7 @@ __all__ = [
     "Price",
     "Report",
     "Source",
+    "agreement_for",
     "agreement_report",
     "annotator_agreement",
     "association_audit",
@@ -555,6 +556,18 @@ class CrosstabReport:
             "message": self.message,
         }
 
+    def to_frame(self):
+        """The 2×2 table as a pandas frame (counts, row totals, column failure rate per row)."""
+        from judgekit import figures
+
+        return figures.crosstab_table(self, formatted=False)
+
+    def figure(self):
+        """The 2×2 counts as a plotly heatmap."""
+        from judgekit import figures
+
+        return figures.crosstab_figure(self)
+
 
 def crosstab_report(source: Source, row: str, col: str) -> CrosstabReport:
     """Cross-tabulate criteria ``row`` × ``col`` under ``source`` (binary view, rows where both scored)."""
@@ -673,6 +686,18 @@ class PhiReport:
             if c.source == source:
                 return c
         raise KeyError(source)
+
+    def to_frame(self):
+        """One row per source and criterion pair: phi, CI, n and the audit's verdict (pandas)."""
+        from judgekit import figures
+
+        return figures.phi_frame(self)
+
+    def figure(self, source: str | None = None):
+        """The phi heatmap of ``source``, or of every source side by side (plotly)."""
+        from judgekit import figures
+
+        return figures.phi_figure(self, source)
 
 
 def undefined_phi_notes(src: Source, name: str | None = None) -> dict[str, str]:
@@ -956,6 +981,18 @@ class CompareReport:
             "message": self.message,
         }
 
+    def to_frame(self):
+        """Flips per criterion with the exact McNemar p (pandas)."""
+        from judgekit import figures
+
+        return figures.flips_frame(self, formatted=False)
+
+    def figure(self):
+        """Failures attributed to each criterion under A and B (plotly)."""
+        from judgekit import figures
+
+        return figures.attribution_figure(self, (self.a, self.b))
+
 
 def compare_runs(
     s: Session, run_a: str | int, run_b: str | int, prices: dict[str, Price] | None = None
@@ -1083,6 +1120,18 @@ class AgreementReport:
             out["annotators"] = self.annotators.to_dict()
         return out
 
+    def to_frame(self):
+        """Per criterion: n, accuracy, κ and its CI, TPR/TNR, prevalence, AUC (pandas; NaN = undefined)."""
+        from judgekit import figures
+
+        return figures.agreement_frame(self, formatted=False)
+
+    def figure(self):
+        """κ per criterion with its 95% CI (plotly)."""
+        from judgekit import figures
+
+        return figures.kappa_figure(self, f"{self.source} vs {self.human}: Cohen's κ")
+
 
 def agreement_report(judge: Source, human: Source) -> AgreementReport:
     """Per criterion: n, accuracy, Cohen's κ with CI, TPR/TNR (fail = positive), prevalence, AUC of
@@ -1121,6 +1170,25 @@ def agreement_report(judge: Source, human: Source) -> AgreementReport:
     if all(e["n"] == 0 for e in crits.values()):
         message = f"no example is scored under both {judge.key} and {human.key}: agreement undefined"
     return AgreementReport(judge.key, judge.judge, human.key, human.judge, crits, message)
+
+
+def agreement_for(
+    s: Session, run: str | int, *, annotator: str | None = None, vs_run: str | int | None = None
+) -> AgreementReport:
+    """A run's agreement with one annotator, another run (``vs_run``, which plays the reference), or by
+    default the human consensus — then with the annotators' own agreement attached when there are two
+    or more. What ``judgekit report agreement``, ``judgekit check`` and ``Workspace.agreement`` show."""
+    if annotator and vs_run:
+        raise ValueError("--annotator and --vs-run together: choose one reference column")
+    if vs_run:
+        return judge_vs_judge(s, vs_run, run)
+    judge = load_run(s, run)
+    ds = s.get(store.Dataset, judge.index.dataset_id)
+    if annotator:
+        return agreement_report(judge, load_annotator(s, ds, annotator, judge.criteria))
+    rep = agreement_report(judge, load_human(s, ds, judge.criteria))
+    ann = annotator_agreement(s, ds)
+    return rep if ann is None else replace(rep, annotators=ann)
 
 
 def judge_vs_judge(s: Session, run_a: str | int, run_b: str | int) -> AgreementReport:
@@ -1521,32 +1589,13 @@ def _sections(report: Report) -> list[tuple[str, list[str], list[list[Any]], str
 def _figures(report: Report) -> list[Any]:
     import plotly.graph_objects as go
 
+    from judgekit import figures
+
     figs = []
-    keys = report.phi.criteria
     for c in report.phi.columns:
-        z = np.where(np.isfinite(c.phi), c.phi, np.nan)
-        text = [[_f(v) for v in row] for row in c.phi]
-        fig = go.Figure(
-            go.Heatmap(
-                z=z,
-                x=keys,
-                y=keys,
-                zmin=-1,
-                zmax=1,
-                colorscale="RdBu",
-                reversescale=True,
-                text=text,
-                texttemplate="%{text}",
-                hovertemplate="%{y} × %{x}: %{text}",
-            )
-        )
-        fig.update_layout(
-            title=_esc(f"phi — {c.source} — {c.judge} — n = {c.n}"),
-            width=520,
-            height=480,
-            yaxis={"autorange": "reversed"},
-            margin={"l": 10, "r": 10, "t": 60, "b": 10},
-        )
+        fig = figures.phi_heatmap(c, report.phi.criteria, f"phi — {c.source} — {c.judge} — n = {c.n}",
+                                  c.criterion_notes)
+        fig.update_layout(width=520, height=480)
         figs.append(fig)
     if report.compares:
         first = report.compares[0]

@@ -23,7 +23,6 @@ untrusted text. They are rendered with ``st.text`` / ``st.code`` / ``st.datafram
 from __future__ import annotations
 
 import contextlib
-import html
 import math
 import re
 import sqlite3
@@ -34,13 +33,26 @@ from typing import Any, NamedTuple
 
 import numpy as np
 import pandas as pd
-import plotly.graph_objects as go
 import streamlit as st
 from sqlalchemy import String, cast, func, literal, select, union_all
 from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session
 
 from judgekit import config, reports, store
+from judgekit.figures import (  # noqa: F401 - the pure builders live in figures; pages import them from here
+    agreement_frame,
+    annotator_frames,
+    attribution_figure,
+    audit_frame,
+    cost_frame,
+    cost_vs_agreement_figure,
+    crosstab_table,
+    diff_heatmap,
+    flips_frame,
+    fmt,
+    kappa_figure,
+    phi_heatmap,
+)
 from judgekit.webapp import empty_state, session
 
 __all__ = [
@@ -124,14 +136,6 @@ def md(text: Any) -> str:
     """``text`` made inert for ``st.markdown`` / ``st.caption``: every Markdown, directive (``:red[…]``,
     ``:material/…:``), LaTeX (``$``) and HTML character backslash-escaped, newlines flattened."""
     return _MD_SPECIAL.sub(r"\\\1", " ".join(str(text).split()))
-
-
-def fmt(x: float | None, spec: str = ".2f", missing: str = "undefined") -> str:
-    """A number for display; ``missing`` where it is undefined (NaN / None)."""
-    if x is None:
-        return missing
-    x = float(x)
-    return format(x, spec) if math.isfinite(x) else missing
 
 
 def points(a: float, b: float) -> str | None:
@@ -634,24 +638,6 @@ def undefined_phi(src: reports.Source, name: str) -> dict[str, str]:
 # --------------------------------------------------------------------------------------------- crosstab
 
 
-def crosstab_table(ct: reports.CrosstabReport) -> pd.DataFrame:
-    """Seed 003's layout: rows = row criterion pass/fail, cols = column criterion pass/fail, the row total
-    in parentheses, and the column criterion's failure rate within each row."""
-    t = ct.table
-    rows = []
-    for i, outcome in enumerate(reports.OUTCOMES):
-        rows.append(
-            {
-                "": f"{ct.row} {outcome}",
-                f"{ct.col} pass": int(t.counts[i, 0]),
-                f"{ct.col} fail": int(t.counts[i, 1]),
-                "row total": f"({int(t.row_totals[i])})",
-                f"{ct.col} fails": fmt(t.col_fail_rate[i], ".1%", "undefined (empty row)"),
-            }
-        )
-    return pd.DataFrame(rows).set_index("")
-
-
 def crosstab_sentence(ct: reports.CrosstabReport) -> str:
     """ "Among the 366 answers that pass cites_source, 2.2% fail answers_question; among the 234 that fail
     it, 31.2% do." -- each rate is a cell divided by its own row total."""
@@ -677,244 +663,6 @@ def ratio_sentence(ct: reports.CrosstabReport) -> str:
     if t.row_totals.min() == 0:
         return f"The ratio is undefined: one row of {ct.row} is empty."
     return f"The ratio is undefined: no answer that passes {ct.row} fails {ct.col}, so there is nothing to divide by."
-
-
-# --------------------------------------------------------------------------------------------- figures
-
-
-def _heat_text(M: np.ndarray) -> list[list[str]]:
-    return [[fmt(v, ".2f", "n/a") for v in row] for row in M]
-
-
-def phi_heatmap(col: reports.PhiColumn, keys: Sequence[str], title: str, notes: dict[str, str]) -> go.Figure:
-    """A phi matrix as a heatmap (−1…1, diverging). Undefined entries read "n/a" and their hover text
-    says why (``notes``, from :func:`undefined_phi`)."""
-    M = np.asarray(col.phi, dtype=float)
-    hover = []
-    for i, a in enumerate(keys):
-        row = []
-        for j, b in enumerate(keys):
-            why = notes.get(a) or notes.get(b) or "not enough overlap"
-            lo, hi = col.ci_low[i, j], col.ci_high[i, j]
-            row.append(
-                f"{a} × {b}: phi {fmt(M[i, j])} [{fmt(lo)}, {fmt(hi)}], n {int(col.n_matrix[i, j])}"
-                if math.isfinite(M[i, j])
-                else html.escape(f"{a} × {b}: {why}")
-            )
-        hover.append(row)
-    return _heatmap(M, keys, title, colorscale="RdBu", reversescale=True, customdata=hover,
-                    hovertemplate="%{customdata}<extra></extra>", colorbar={"title": "phi"})
-
-
-def diff_heatmap(a: reports.PhiColumn, b: reports.PhiColumn, keys: Sequence[str], title: str) -> go.Figure:
-    """phi(a) − phi(b) per criterion pair; "n/a" where either is undefined."""
-    D = np.asarray(a.phi, float) - np.asarray(b.phi, float)
-    return _heatmap(D, keys, title, colorscale="PuOr", hovertemplate="%{y} × %{x}: Δphi %{text}<extra></extra>",
-                    colorbar={"title": "Δphi"})
-
-
-def _heatmap(M: np.ndarray, keys: Sequence[str], title: str, **trace) -> go.Figure:
-    """A criterion × criterion heatmap on [-1, 1] with the values written in the cells ("n/a" if undefined)."""
-    fig = go.Figure(go.Heatmap(z=np.where(np.isfinite(M), M, np.nan), x=list(keys), y=list(keys), zmin=-1, zmax=1,
-                               text=_heat_text(M), texttemplate="%{text}", **trace))
-    fig.update_layout(title=html.escape(title), height=420, yaxis={"autorange": "reversed"},
-                      margin={"l": 10, "r": 10, "t": 60, "b": 10})
-    return fig
-
-
-def audit_frame(report: reports.PhiReport, names: dict[str, str]) -> pd.DataFrame:
-    """The association audit as a table: the pair, ``phi [lo, hi]`` under each source (columns named by
-    ``names``: report source key → display name), the verdict (real / induced by … / undecided / no
-    human column) and the rule's note."""
-    rows = []
-    for a in report.audit:
-        row = {"pair": f"{a.a} × {a.b}"}
-        for key, (p, lo, hi) in a.values.items():
-            row[names.get(key, key)] = f"{fmt(p)} [{fmt(lo)}, {fmt(hi)}]"
-        verdict = a.verdict
-        if a.induced_by:
-            verdict = "induced by " + ", ".join(names.get(k, k) for k in a.induced_by)
-        rows.append(row | {"verdict": verdict, "note": a.note})
-    return pd.DataFrame(rows)
-
-
-def flips_frame(cmp: reports.CompareReport) -> pd.DataFrame:
-    """Per criterion: n, failures under A and B, the flips each way, and the exact McNemar p."""
-    return pd.DataFrame(
-        [
-            {
-                "criterion": k,
-                "n": f.n,
-                "A fail": f.a_fail,
-                "B fail": f.b_fail,
-                "fail→pass": f.fail_to_pass,
-                "pass→fail": f.pass_to_fail,
-                "McNemar p": fmt(f.mcnemar_p if f.n else math.nan, ".3g"),
-            }
-            for k, f in cmp.flips.items()
-        ]
-    )
-
-
-def annotator_frames(aa: reports.AnnotatorAgreement) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Krippendorff's α per criterion, and Cohen's κ (weighted κ for scale criteria) per annotator pair."""
-    alpha = pd.DataFrame(
-        [
-            {
-                "criterion": k,
-                "kind": e["kind"],
-                "Krippendorff α": fmt(e["alpha"]),
-                "n (examples)": e["n_units"],
-            }
-            for k, e in aa.criteria.items()
-        ]
-    )
-    pairs = pd.DataFrame(
-        [
-            {
-                "criterion": k,
-                "annotator A": p["a"],
-                "annotator B": p["b"],
-                "n": p["n"],
-                "κ": fmt(p["kappa"]),
-                "weighted κ": fmt(p["weighted_kappa"]) if "weighted_kappa" in p else "binary: see κ",
-            }
-            for k, e in aa.criteria.items()
-            for p in e["pairs"]
-        ]
-    )
-    return alpha, pairs
-
-
-_COST_FIELDS = (
-    ("calls", "{:,.0f}"),
-    ("prompt_tokens", "{:,.0f}"),
-    ("completion_tokens", "{:,.0f}"),
-    ("cached_tokens", "{:,.0f}"),
-    ("retries", "{:,.0f}"),
-    ("failed_calls", "{:,.0f}"),
-    ("latency_p50", "{:.3f} s"),
-    ("latency_p95", "{:.3f} s"),
-    ("wall_s", "{:.1f} s"),
-    ("usd", "${:.4f}"),
-)
-
-
-def cost_frame(cmp: reports.CompareReport) -> pd.DataFrame:
-    """The two runs' cost side by side, one row per measure ("unknown" where it was not recorded)."""
-
-    def cell(x: Any, pattern: str) -> str:
-        if x is None or (isinstance(x, float) and not math.isfinite(x)):
-            return "unknown"
-        return pattern.format(x)
-
-    return pd.DataFrame(
-        {
-            "": [f for f, _ in _COST_FIELDS],
-            "A": [cell(getattr(cmp.cost[0], f), p) for f, p in _COST_FIELDS],
-            "B": [cell(getattr(cmp.cost[1], f), p) for f, p in _COST_FIELDS],
-        }
-    )
-
-
-def attribution_figure(cmp: reports.CompareReport, names: tuple[str, str]) -> go.Figure:
-    """Failures attributed to each criterion, one stacked bar per run."""
-    fig = go.Figure()
-    runs = [html.escape(n) for n in names]
-    for k in cmp.attribution[0]:
-        counts = [cmp.attribution[0][k], cmp.attribution[1].get(k, 0)]
-        fig.add_bar(name=k, x=runs, y=counts, text=counts, textposition="inside")
-    fig.update_layout(
-        barmode="stack",
-        title="failures attributed to each criterion",
-        yaxis_title="failed verdicts",
-        height=420,
-        margin={"l": 10, "r": 10, "t": 60, "b": 10},
-    )
-    return fig
-
-
-def cost_vs_agreement_figure(frame: pd.DataFrame) -> tuple[go.Figure, str]:
-    """Scatter of cost (USD when every run has a positive known price, else tokens) against the mean κ
-    with the human column, one marker per run coloured by harness. Returns the figure and the x label."""
-    usd = frame["usd"]
-    use_usd = bool(len(frame)) and usd.notna().all() and (usd.astype(float) > 0).all()
-    x_col, x_label = ("usd", "cost (USD)") if use_usd else ("tokens", "cost (prompt + completion tokens)")
-    fig = go.Figure()
-    for harness, part in frame.groupby("harness", sort=False):
-        fig.add_scatter(
-            x=part[x_col],
-            y=part["mean_kappa"],
-            mode="markers+text",
-            name=html.escape(str(harness)),
-            text=[html.escape(str(r)) for r in part["run"]],
-            textposition="top center",
-            customdata=[html.escape(str(j)) for j in part["judge"]],
-            hovertemplate="%{text}<br>%{customdata}<br>x %{x}<br>mean κ %{y:.2f}<extra></extra>",
-            marker={"size": 12},
-        )
-    fig.update_layout(
-        title="cost vs agreement with the human column",
-        xaxis_title=x_label,
-        yaxis_title="mean κ vs human column",
-        height=420,
-        margin={"l": 10, "r": 10, "t": 60, "b": 10},
-    )
-    return fig, x_label
-
-
-def agreement_frame(report: reports.AgreementReport) -> pd.DataFrame:
-    """Per criterion: n, accuracy, κ with CI, TPR/TNR, prevalence, AUC; for scale criteria mean |Δ|,
-    weighted κ and Spearman."""
-    rows = []
-    for k, e in report.criteria.items():
-        row = {
-            "criterion": k,
-            "n": e["n"],
-            "accuracy": fmt(e["accuracy"]),
-            "κ": fmt(e["kappa"]),
-            "κ 95% CI": f"[{fmt(e['kappa_ci'][0])}, {fmt(e['kappa_ci'][1])}]",
-            "TPR": fmt(e["tpr"]),
-            "TNR": fmt(e["tnr"]),
-            "prevalence of fail": fmt(e["prevalence"]),
-            "AUC": fmt(e["auc"], ".2f", "no P(pass)"),
-        }
-        if e["kind"] == "scale":
-            row |= {
-                "mean |Δ|": fmt(e["mean_abs_delta"]),
-                "weighted κ": fmt(e["weighted_kappa"]),
-                "Spearman": fmt(e["spearman"]),
-            }
-        rows.append(row)
-    return pd.DataFrame(rows)
-
-
-def kappa_figure(report: reports.AgreementReport, title: str) -> go.Figure:
-    """κ per criterion with its 95% CI as error bars."""
-    keys = list(report.criteria)
-    k = [report.criteria[c]["kappa"] for c in keys]
-    lo = [report.criteria[c]["kappa_ci"][0] for c in keys]
-    hi = [report.criteria[c]["kappa_ci"][1] for c in keys]
-    fig = go.Figure(
-        go.Bar(
-            x=keys,
-            y=k,
-            error_y={
-                "type": "data",
-                "symmetric": False,
-                "array": [h - v for h, v in zip(hi, k, strict=True)],
-                "arrayminus": [v - lw for v, lw in zip(k, lo, strict=True)],
-            },
-        )
-    )
-    fig.update_layout(
-        title=html.escape(title),
-        yaxis_title="Cohen's κ",
-        yaxis_range=[-0.2, 1],
-        height=360,
-        margin={"l": 10, "r": 10, "t": 60, "b": 10},
-    )
-    return fig
 
 
 # --------------------------------------------------------------------------------------------- examples
