@@ -25,7 +25,6 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
-import numpy as np
 from sqlalchemy import func, select, update
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session
@@ -600,6 +599,8 @@ def run_sync(engine: Engine, run_ref: str | int, **kwargs) -> RunSummary:
 
 def run_totals(s: Session, run_id: int) -> dict:
     """Calls, retries, failures, tokens and latency percentiles of a run, over all its sessions."""
+    import numpy as np  # here, not at the top: a run's start-up does not wait for it
+
     c = store.Call
     row = s.execute(
         select(

@@ -11,6 +11,7 @@ first use, so a fresh SQLite file is ready without an explicit ``judgekit init``
 from __future__ import annotations
 
 import datetime as dt
+import re
 import threading
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -303,8 +304,38 @@ def head_revision() -> str:
     return ScriptDirectory(str(config.MIGRATIONS_DIR)).get_current_head()
 
 
+_REVISION_LINE = re.compile(r'^(down_revision|revision)\s*=\s*["\']([^"\']+)["\']', re.MULTILINE)
+
+
+def _file_heads() -> list[str]:
+    """Revisions no migration file builds on, read from the files' ``revision`` / ``down_revision`` lines."""
+    revisions, parents = set(), set()
+    for path in (config.MIGRATIONS_DIR / "versions").glob("*.py"):
+        for key, value in _REVISION_LINE.findall(path.read_text(encoding="utf-8")):
+            (revisions if key == "revision" else parents).add(value)
+    return sorted(revisions - parents)
+
+
+def up_to_date(engine: Engine) -> bool:
+    """Whether the database is at the newest migration — one small query, without importing alembic
+    (which costs a noticeable part of every command's start-up); False whenever in doubt."""
+    from sqlalchemy import exc, text
+
+    heads = _file_heads()
+    if len(heads) != 1:
+        return False
+    try:
+        with engine.connect() as conn:
+            stored = conn.execute(text("SELECT version_num FROM alembic_version")).scalars().all()
+    except exc.SQLAlchemyError:
+        return False
+    return stored == heads
+
+
 def upgrade(engine: Engine, revision: str = "head") -> bool:
     """Apply pending migrations; returns whether anything was applied (a second call is a no-op)."""
+    if revision == "head" and up_to_date(engine):
+        return False
     from alembic import command
 
     before = current_revision(engine)
