@@ -298,6 +298,37 @@ def create_comparison(
     return names
 
 
+def create_rerun(
+    s: Session, base: str | int, *, name: str | None = None, base_url: str | None = None, **harness_changes
+) -> store.Run:
+    """A new run over exactly ``base``'s examples with ``base``'s judge and harness, except
+    ``harness_changes`` (e.g. ``prompt_template=…, prompt_template_name=…`` or ``few_shot=4``) — the B
+    side of a prompt A/B. ``base_url`` points a simulated judge at the server that is up now."""
+    from dataclasses import replace
+
+    from judgekit.harness import parse_harness
+
+    run = store.get_run(s, base)
+    old = Harness.from_dict(run.harness)
+    if old.kind not in ("single", "split", "grouped"):
+        raise ValueError(f"run {run.name!r} is not a judge run ({old.kind}); re-judge a judge run")
+    h = replace(old, few_shot_pool=(), **harness_changes)
+    parse_harness(h.label, order=h.order, layout=h.layout, prompt_template=h.prompt_template,  # validates
+                  prompt_template_name=h.prompt_template_name, few_shot=h.few_shot)
+    judge = s.get(store.Judge, run.judge_id)
+    params = judge.params or {}
+    spec = JudgeSpec(base_url=base_url or judge.base_url or "", model=judge.model or "", kind=judge.kind,
+                     api_key_env=judge.api_key_env, name=judge.name, temperature=params.get("temperature", 0.0),
+                     timeout_s=judge.timeout_s or 60.0, max_tokens=judge.max_tokens or 1024,
+                     suppress_thinking=bool(judge.suppress_thinking), max_retries=params.get("max_retries", 4))
+    ds = s.get(store.Dataset, run.dataset_id)
+    rubric = s.get(store.RubricRow, run.rubric_id)
+    sample = run.sample or {}
+    return create_run(s, dataset=ds.name, rubric=rubric.name, harness=h, judge=spec, limit=sample.get("limit"),
+                      sample=sample.get("sample"), seed=sample.get("seed") or 0,
+                      name=name or store.unique_run_name(s, f"{run.name}-b"))
+
+
 # --------------------------------------------------------------------------- executing runs
 
 

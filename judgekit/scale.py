@@ -36,7 +36,7 @@ from scipy import stats as sps
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from judgekit import reports, store
+from judgekit import prompts, reports, store
 from judgekit.rubric import KORule, Rubric
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -325,7 +325,7 @@ def load_verdicts(s: Session, ref: str | int | store.Run) -> RunVerdicts:
     harness = dict(run.harness or {})
     return RunVerdicts(
         key=f"run:{run.name}", name=run.name, run_id=run.id, judge=store.judge_label(judge) if judge else "?",
-        judge_id=run.judge_id, variant=str(harness.get("prompt_variant") or "default"), harness=harness,
+        judge_id=run.judge_id, variant=prompts.prompt_label(harness), harness=harness,
         rubric=rubric, rubric_id=run.rubric_id, index=index, values=values, rationales=rationales,
         flags=flags,
     )
@@ -508,7 +508,7 @@ def ab_candidates(s: Session) -> list[dict]:
             "dataset": datasets.get(run.dataset_id, "?"), "dataset_id": run.dataset_id,
             "rubric": scale_rubrics[run.rubric_id], "rubric_id": run.rubric_id,
             "judge": store.judge_label(judge) if judge else "?", "judge_id": run.judge_id,
-            "variant": str(h.get("prompt_variant") or "default"),
+            "variant": prompts.prompt_label(h),
         })
     return out
 

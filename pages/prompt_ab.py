@@ -6,7 +6,7 @@ import math
 import pandas as pd
 import streamlit as st
 
-from judgekit import critique, jobs, runner, scale, store, ui
+from judgekit import critique, jobs, prompt_templates, runner, scale, store, ui
 from judgekit.webapp import db_url, empty_state, session, sim_judge_base_url
 
 st.title("Prompt A/B")
@@ -16,14 +16,57 @@ st.caption(
     "judge's text, shown as plain text."
 )
 
+EXAMPLE_TEMPLATE = """{% set system %}You are a strict reviewer of support answers.{% endset %}
+Question: {{ question }}
+Knowledge base: {{ context }}
+Answer under review: {{ answer }}
+
+{{ criteria }}
+"""
+
+
+def rejudge_form(base: str, kind: str) -> None:
+    """Start run B: A's answers, judge and harness with another prompt template (and few-shot K)."""
+    with st.expander(f"Re-judge {base} with another prompt (starts a run B over the same answers)"):
+        text = st.text_area(
+            "Prompt template (Jinja2: {{ question }}, {{ context }}, {{ answer }}, {{ criteria }} last)",
+            value=EXAMPLE_TEMPLATE, height=200, key="ab_template",
+        )
+        few = st.number_input("Few-shot: labelled examples per criterion", 0, 20, 0, key="ab_few_shot")
+        try:
+            compiled = prompt_templates.compile_template(text, "page template")
+        except ValueError as e:
+            st.error(str(e), icon=":material/error:")
+            return
+        st.caption(f"Valid: {compiled.label}.")
+        if st.button("Start run B", key="ab_rejudge"):
+            try:
+                with session() as s, s.begin():
+                    new = runner.create_rerun(
+                        s, base, prompt_template=text, prompt_template_name="page template", few_shot=int(few),
+                        few_shot_from="human" if few else "",
+                        base_url=sim_judge_base_url() if kind == "simulated" else None,
+                    )
+                    name = new.name
+            except (ValueError, store.NotFound) as e:
+                st.error(str(e))
+            else:
+                jobs.start(db_url(), name)
+                st.success(f"Started {name}: when it has finished, choose it as run B.")
+
+
 with session() as s:
     candidates = scale.ab_candidates(s)
 if len(candidates) < 2:
     empty_state(
         "The A/B re-judge needs two runs of a rubric with 1–5 criteria, e.g. on the demo: "
         "`judgekit run --dataset demo --rubric demo-scale --harness single --prompt-variant default …` "
-        "and the same with `--prompt-variant hardened` (or two runs on the Run page)."
+        "and the same with `--prompt-variant hardened` or `--prompt-template FILE` (or two runs on the Run page)."
     )
+    if candidates:
+        with session() as s:
+            only_kind = s.get(store.Judge, store.get_run(s, candidates[0]["name"]).judge_id).kind
+        rejudge_form(candidates[0]["name"], only_kind)
     st.stop()
 
 by_name = {c["name"]: c for c in candidates}
@@ -98,9 +141,17 @@ except (ValueError, store.NotFound) as e:
 for w in rep.warnings:
     st.warning(w)
 st.caption(
-    f"A = {A.key} (prompt variant {A.variant}); B = {B.key} (prompt variant {B.variant}); "
+    f"A = {A.key} (prompt {A.variant}); B = {B.key} (prompt {B.variant}); "
     f"judge {A.judge}; reference {rep.reference or 'none'}; n = {rep.n} answers judged by both."
 )
+with st.expander("The prompts of A and B"):
+    for side, v in (("A", A), ("B", B)):
+        source = v.harness.get("prompt_template") or ""
+        st.markdown(f"**{side}**: {ui.md(v.variant)}")
+        st.code(source or "judgekit's built-in prompt", language="jinja2" if source else None)
+with session() as s:
+    a_kind = s.get(store.Judge, A.judge_id).kind
+rejudge_form(a, a_kind)
 
 
 def ci(lo: float, hi: float, pct: bool = False) -> str:

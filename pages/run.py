@@ -3,9 +3,33 @@
 import pandas as pd
 import streamlit as st
 
-from judgekit import harness, jobs, prompts, runner, store, ui
+from judgekit import harness, jobs, prompt_templates, prompts, runner, store, ui
 from judgekit.localjudge import LOCAL_JUDGE_NOTE, LOCAL_MODEL_NAME
 from judgekit.webapp import db_url, empty_state, local_judge_base_url, session, sim_judge_base_url
+
+TEMPLATE_BUILTIN, TEMPLATE_RUBRIC, TEMPLATE_OWN = "judgekit's prompt", "the rubric's template", "my template"
+EXAMPLE_TEMPLATE = """{% set system %}You review answers of a customer-support assistant.{% endset %}
+The customer asked:
+{{ question }}
+
+What the assistant had retrieved:
+{{ context }}
+
+The assistant answered:
+{{ answer }}
+
+{{ criteria }}
+"""
+
+
+def prompt_options(rubric_name: str) -> dict[str, tuple[str, str]]:
+    """The prompt choices for this rubric → (template text, template name) as the harness takes them."""
+    with session() as s:
+        own = store.load_rubric(s, rubric_name).prompt_template
+    if own:
+        return {TEMPLATE_RUBRIC: (own, f"rubric {rubric_name}"), TEMPLATE_BUILTIN: ("", prompt_templates.BUILTIN),
+                TEMPLATE_OWN: ("", "")}
+    return {TEMPLATE_BUILTIN: ("", ""), TEMPLATE_OWN: ("", "")}
 
 st.title("Run")
 st.caption(
@@ -84,6 +108,45 @@ with st.expander("Options for every variant"):
         format_func=lambda v: f"{v} — {prompts.VARIANTS[v].description}",
     )
     logprobs = st.checkbox("Record P(pass) from log-probabilities", key="run_logprobs")
+    template_options = prompt_options(rubric)
+
+st.subheader("Prompt")
+template_choice = st.radio(
+    "Judge prompt",
+    list(template_options),
+    key="run_prompt_template_choice",
+    horizontal=True,
+    help="Your own prompt is a Jinja2 template (sandboxed) with {{ question }}, {{ context }}, {{ answer }} and "
+    "{{ criteria }}; judgekit keeps the call structure, the criteria block and reply format, the output schema "
+    "and the parser. The template is stored on each run.",
+)
+template_text, template_name = template_options[template_choice]
+if template_choice == TEMPLATE_OWN:
+    template_text = st.text_area(
+        "Template (Jinja2; {{ criteria }} last, after the answer)",
+        value=EXAMPLE_TEMPLATE,
+        height=220,
+        key="run_prompt_template",
+    )
+    template_name = "page template"
+if template_text:
+    try:
+        compiled = prompt_templates.compile_template(template_text, template_name or "template")
+    except ValueError as e:
+        st.error(str(e), icon=":material/error:")
+        st.stop()
+    st.caption(f"Valid: {compiled.label}" + (", with its own system persona." if compiled.has_system else "."))
+f1, f2 = st.columns(2)
+few_shot = f1.number_input(
+    "Few-shot: labelled examples per criterion (0 = none)", min_value=0, max_value=20, value=0, key="run_few_shot",
+    help="K examples per criterion from the human column, never the example being judged; seeded by Seed below.",
+)
+with session() as s:
+    ds_row = store.get_dataset(s, dataset)
+    shot_sources = ["human"] + [f"annotator:{a}" for a in store.annotators_for_dataset(s, ds_row.id)]
+few_shot_from = f2.selectbox("Few-shot labels from", shot_sources, key="run_few_shot_from",
+                             format_func=lambda v: "human consensus" if v == "human" else v,
+                             disabled=few_shot == 0)
 
 s1, s2, s3 = st.columns(3)
 sample = s1.number_input(
@@ -104,6 +167,10 @@ options = {
     "prompt_variant": variant,
     "logprobs": logprobs,
     "seed": int(seed),
+    "prompt_template": template_text if template_choice == TEMPLATE_OWN else "",
+    "prompt_template_name": template_name if template_choice != TEMPLATE_RUBRIC else "",
+    "few_shot": int(few_shot),
+    "few_shot_from": few_shot_from,
 }
 try:
     specs = [harness.preset(v, **options) for v in variants]
@@ -134,6 +201,7 @@ if specs:
                 "variant": h.label
                 + (" + note" if h.independence_note else "")
                 + (" (shuffled)" if h.shuffle else ""),
+                "prompt": prompts.prompt_label(h),
                 **e.to_dict(),
             }
             for h, e in zip(specs, estimates, strict=True)
