@@ -13,7 +13,7 @@ The gates (thresholds from the command line, or a YAML file, or both — the com
     Per criterion, Cohen's κ of the run against the reference column (``--human``: the consensus, the
     default; ``--annotator NAME``: one annotator) must be ≥ X. With ``kappa_bound: lower`` the lower
     end of κ's 95 % interval must be — a stricter gate at small n. A κ that is undefined (no example
-    scored by both, or one side constant so chance agreement is total) **fails**, saying why: a gate
+    scored by both, or both sides constant so chance agreement is total) **fails**, saying why: a gate
     that cannot be evaluated must not pass.
 ``max_induced``
     The number of criterion pairs whose audit verdict names the run in ``induced_by`` (an association the
@@ -195,7 +195,7 @@ def _kappa_results(rep: reports.AgreementReport, gates: Gates) -> list[GateResul
             if n == 0:
                 why = f"no example is scored by both {rep.source} and {rep.human}"
             elif not math.isfinite(kappa):
-                why = f"one side gives the same verdict on all {n} examples, so chance agreement is total"
+                why = f"both sides give the same verdict on all {n} examples, so chance agreement is total"
             else:
                 why = f"its interval is undefined at n = {n}"
             message = f"{what} undefined: {why}; the gate cannot hold"
