@@ -41,7 +41,7 @@ def rejudge_form(base: str, kind: str) -> None:
         st.caption(f"Valid: {compiled.label}.")
         if st.button("Start run B", key="ab_rejudge"):
             try:
-                with session() as s, s.begin():
+                with session() as s:
                     new = runner.create_rerun(
                         s, base, prompt_template=text, prompt_template_name="page template", few_shot=int(few),
                         few_shot_from="human" if few else "",
