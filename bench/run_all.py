@@ -19,6 +19,7 @@ import harness_bench  # noqa: E402
 import import_bench  # noqa: E402
 import pages_bench  # noqa: E402
 import prefix_cache_bench  # noqa: E402
+import startup_bench  # noqa: E402
 import stats_bench  # noqa: E402
 
 
@@ -58,12 +59,23 @@ def rows_pages(r: dict) -> list[tuple]:
     ]
 
 
+def rows_startup(r: dict) -> list[tuple]:
+    return [
+        ("judgekit --help (s)", "≤ 0.35 s", r["help"], r["help"] <= 0.35,
+         f"python -c pass {r['python']:.2f} s, import typer {r['typer']:.2f} s"),
+        ("import judgekit.cli (s)", "", r["import_cli"], True, "no heavy library loaded (tests/test_cli_startup.py)"),
+        (f"start-up share of a {r['calls']:,}-call run, 20 ms endpoint, c=32", "≤ 10 %", r["share"],
+         r["share"] <= 0.10, f"first call after {r['startup_s']:.2f} s of {r['total_s']:.2f} s"),
+    ]
+
+
 BENCHES = {
     "harness": (harness_bench.run, rows_harness),
     "prefix": (prefix_cache_bench.run, rows_prefix),
     "stats": (stats_bench.run, rows_stats),
     "import": (import_bench.run, rows_import),
     "pages": (pages_bench.run, rows_pages),
+    "startup": (startup_bench.run, rows_startup),
 }
 
 

@@ -60,18 +60,16 @@ def cli_timings(n: int) -> dict[str, float]:
 
 def serve(latency_ms: float, first_file: str) -> None:
     """The bench's endpoint (its own process): a valid judge reply after ``latency_ms``; the wall time of
-    the first chat request goes to ``first_file``."""
+    the first chat request after ``first_file`` was removed goes to ``first_file``."""
     sys.path.insert(0, str(ROOT))
     from judgekit.openai_server import echo_reply
     from judgekit.openai_server import serve as serve_http
 
-    seen = False
+    marker = Path(first_file)
 
     async def handler(body: dict):
-        nonlocal seen
-        if not seen:
-            seen = True
-            Path(first_file).write_text(repr(time.time()))
+        if not marker.exists():  # the bench removes it before each run: the first request of each run
+            marker.write_text(repr(time.time()))
         reply = echo_reply(body)
         reply.delay_s = latency_ms / 1000.0
         return reply

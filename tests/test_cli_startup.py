@@ -51,4 +51,4 @@ def test_every_command_is_registered(cli):
 def test_critique_help_names_the_checks_critique_defines():
     from judgekit import cli_scale, critique
 
-    assert cli_scale.CHECK_NAMES == tuple(critique.CHECKS)
+    assert tuple(critique.CHECKS) == cli_scale.CHECK_NAMES
