@@ -12,7 +12,6 @@ Registered at the bottom of ``judgekit/cli.py``::
 from __future__ import annotations
 
 import datetime as dt
-import functools
 from pathlib import Path
 from typing import Annotated
 
@@ -21,15 +20,7 @@ import typer
 from judgekit.cli_common import DbOption, Format, FormatOption, UsageError, emit, friendly_errors, transaction
 
 
-def _friendly(fn):
-    @functools.wraps(fn)
-    def wrapper(*args, **kwargs):
-        return friendly_errors(fn)(*args, **kwargs)
-
-    return wrapper
-
-
-@_friendly
+@friendly_errors
 def check_cmd(
     run: Annotated[str, typer.Option("--run", help="The run to gate (name or id).")],
     human: Annotated[
@@ -85,6 +76,7 @@ def check_cmd(
     gates = base.with_overrides(min_kappa=min_kappa, max_induced=max_induced, max_flip_rate=max_flip_rate,
                                 baseline=baseline, kappa_bound=kappa_bound,
                                 audit_runs=tuple(audit_run) if audit_run else None)
+    gates_mod.validate(gates)
     with transaction(db) as s:
         rep = gates_mod.check(s, run, gates, annotator=annotator, n_boot=n_boot)
     if junit:

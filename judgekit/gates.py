@@ -242,16 +242,24 @@ def _flip_results(s: Session, run: str, baseline: str, gates: Gates) -> list[Gat
     return out
 
 
+def _wants(gates: Gates, gate: str) -> bool:
+    return getattr(gates, gate) is not None or any(c.get(gate) is not None for c in gates.criteria.values())
+
+
+def validate(gates: Gates) -> None:
+    """Refuse gates that cannot be evaluated, before anything is opened or read."""
+    if gates.empty:
+        raise ValueError("no gate to check: give --min-kappa, --max-induced or --max-flip-rate (or --gates FILE)")
+    if _wants(gates, "max_flip_rate") and not gates.baseline:
+        raise ValueError("--max-flip-rate needs --baseline RUN: the flip rate is the share of examples whose "
+                         "verdict differs from the baseline run's")
+
+
 def check(s: Session, run: str | int, gates: Gates, *, annotator: str | None = None, n_boot: int = 1000,
           seed: int = 0) -> CheckReport:
     """Evaluate every gate that has a threshold on ``run`` (see the module docstring)."""
-    if gates.empty:
-        raise ValueError("no gate to check: give --min-kappa, --max-induced or --max-flip-rate (or --gates FILE)")
-    wants_flips = gates.max_flip_rate is not None or any(
-        c.get("max_flip_rate") is not None for c in gates.criteria.values())
-    if wants_flips and not gates.baseline:
-        raise ValueError("--max-flip-rate needs --baseline RUN: the flip rate is the share of examples whose "
-                         "verdict differs from the baseline run's")
+    validate(gates)
+    wants_flips = _wants(gates, "max_flip_rate")
     source = reports.load_run(s, run)
     results: list[GateResult] = []
     reference = None
@@ -259,9 +267,7 @@ def check(s: Session, run: str | int, gates: Gates, *, annotator: str | None = N
     if unknown:
         raise ValueError(f"gates name criterion {unknown[0]!r}, which is not in {source.key} "
                          f"({', '.join(source.keys)})")
-    wants_kappa = gates.min_kappa is not None or any(
-        c.get("min_kappa") is not None for c in gates.criteria.values())
-    if wants_kappa:
+    if _wants(gates, "min_kappa"):
         rep = reports.agreement_for(s, run, annotator=annotator)
         reference = rep.human
         results += _kappa_results(rep, gates)
