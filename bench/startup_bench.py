@@ -83,12 +83,14 @@ def serve(latency_ms: float, first_file: str) -> None:
     asyncio.run(main())
 
 
-def run_share(examples: int, latency_ms: float, concurrency: int, rounds: int) -> dict[str, float]:
-    """Start-up, total and share of ``judgekit run`` (median over ``rounds`` runs, each a new run)."""
+def run_share(examples: int, latency_ms: float, concurrency: int, rounds: int,
+              exe: str = JUDGEKIT) -> dict[str, float]:
+    """Start-up, total and share of ``judgekit run`` (median over ``rounds`` runs, each a new run);
+    ``exe`` is the console script (another checkout's, to compare side by side)."""
     work = Path(tempfile.mkdtemp(prefix="jk-startup-"))
     db = f"sqlite:///{work / 'bench.sqlite'}"
     env = {**os.environ, "JUDGEKIT_DB_URL": db, "JUDGEKIT_HOME": str(work)}
-    subprocess.run([JUDGEKIT, "demo", "--examples", str(examples)], check=True, env=env, cwd=work,
+    subprocess.run([exe, "demo", "--examples", str(examples)], check=True, env=env, cwd=work,
                    stdout=subprocess.DEVNULL)
     first_file = str(work / "first.txt")
     server = subprocess.Popen([sys.executable, __file__, "--serve", str(latency_ms), first_file],
@@ -99,7 +101,7 @@ def run_share(examples: int, latency_ms: float, concurrency: int, rounds: int) -
         shares, startups, totals = [], [], []
         for i in range(rounds):
             Path(first_file).unlink(missing_ok=True)
-            cmd = [JUDGEKIT, "run", "--dataset", "demo", "--rubric", "demo", "--harness", "split", "--limit",
+            cmd = [exe, "run", "--dataset", "demo", "--rubric", "demo", "--harness", "split", "--limit",
                    str(examples), "--base-url", url, "--model", "bench", "--structured", "json_object",
                    "--concurrency", str(concurrency), "--name", f"startup-{i}"]
             t0 = time.time()
@@ -128,7 +130,16 @@ def main() -> None:
         return
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--vs", metavar="JUDGEKIT", help="another checkout's judgekit script: its run start-up "
+                        "measured the same way, right after this one's")
+    parser.add_argument("--calls", type=int, default=0, help="run size for --vs (default 3000; 600 with --quick)")
     args = parser.parse_args()
+    if args.vs:
+        examples = (args.calls or (600 if args.quick else 3000)) // 6
+        for exe in (JUDGEKIT, args.vs):
+            r = run_share(examples, 20.0, 32, 3, exe)
+            print(f"{exe}: start-up {r['startup_s']:.2f} s of {r['total_s']:.2f} s = {r['share']:.1%}")
+        return
     r = run(args.quick)
     print(f"judgekit --help           {r['help']:.3f} s   (target ≤ 0.35 s)")
     print(f"  python -c pass          {r['python']:.3f} s;  import typer {r['typer']:.3f} s")
