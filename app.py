@@ -1,19 +1,16 @@
-"""judgekit dashboard: a router over the pages in pages/ (listed explicitly) plus shared chrome."""
+"""judgekit dashboard: a router over the pages in pages/ (listed in judgekit.webapp.PAGES) plus shared chrome.
+
+The sign-in gate runs first (:mod:`judgekit.signin`); a page that writes is listed only for roles that
+may use it, and its writes are checked again in :mod:`judgekit.actions`.
+"""
 
 import streamlit as st
 
+from judgekit import signin, webapp
+
 st.set_page_config(page_title="judgekit", page_icon=":material/balance:", layout="wide")
-
-PAGES = [
-    st.Page("pages/workspace.py", title="Workspace", icon=":material/home:", default=True),
-    st.Page("pages/data.py", title="Data", icon=":material/upload_file:"),
-    st.Page("pages/run.py", title="Run", icon=":material/play_circle:"),
-    st.Page("pages/crosstabs.py", title="Cross-tabs", icon=":material/grid_on:"),
-    st.Page("pages/associations.py", title="Associations", icon=":material/hub:"),
-    st.Page("pages/compare.py", title="Compare", icon=":material/compare_arrows:"),
-    st.Page("pages/agreement.py", title="Agreement", icon=":material/handshake:"),
-    st.Page("pages/label.py", title="Label", icon=":material/edit_note:"),
-    st.Page("pages/prompt_ab.py", title="Prompt A/B", icon=":material/science:"),
-]
-
-st.navigation(PAGES).run()
+webapp.mark_routed()
+webapp.save_kept()
+entries = webapp.page_entries()
+who = signin.gate([page for page, _ in entries])
+st.navigation(signin.pages_for(who, entries)).run()

@@ -58,6 +58,7 @@ def make_run(engine, base_url: str, examples: int, name: str) -> str:
             judge=runner.JudgeSpec(base_url=base_url, model="bench"),
             limit=examples,
             name=name,
+            use_cache=False,  # the runs overlap and every call must be sent; replies are still cached (written)
         )
         return run.name
 

@@ -15,12 +15,16 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+import audit_calibration  # noqa: E402
 import harness_bench  # noqa: E402
 import import_bench  # noqa: E402
 import pages_bench  # noqa: E402
+import planner_bench  # noqa: E402
 import prefix_cache_bench  # noqa: E402
+import reply_bench  # noqa: E402
 import startup_bench  # noqa: E402
 import stats_bench  # noqa: E402
+import team_load_bench  # noqa: E402
 
 
 def rows_harness(r: dict) -> list[tuple]:
@@ -69,6 +73,76 @@ def rows_startup(r: dict) -> list[tuple]:
     ]
 
 
+def rows_reply(r: dict) -> list[tuple]:
+    return [
+        ("worst-case reply parse, ~1 MB adversarial text (s)", "≤ 0.25 s", r["worst_parse_s"],
+         r["worst_parse_s"] <= reply_bench.TARGET_PARSE_S,
+         ", ".join(f"{k} {v * 1000:.0f} ms" for k, v in r["parse"].items())),
+        ("longest event-loop stall while storing 10 MB replies (s)", "≤ 0.5 s", r["loop_stall_s"],
+         r["loop_stall_s"] <= reply_bench.TARGET_STALL_S, ""),
+        ("database growth per 10 MB reply (KB)", "≤ 150", r["db_bytes_per_call"] / 1024,
+         r["db_bytes_per_call"] <= reply_bench.TARGET_BYTES_PER_CALL, "head + tail 64 KB, length, sha256"),
+    ]
+
+
+def rows_team(r: dict) -> list[tuple]:
+    n, wrong = r["sessions"], r["lost"] + r["extra"] + r["different"] + r["duplicated_keys"] + r["unconfirmed"]
+    return [
+        (f"team server, {n} browser sessions on PostgreSQL: labels lost, extra, changed or unconfirmed", "= 0",
+         wrong, wrong == 0 and not r["errors"],
+         f"{r['labels_stored']} labels from {r['saves']} saves" + (f"; {len(r['errors'])} session errors"
+                                                                 if r["errors"] else "")),
+        (f"team server: label-save p95 with {n} sessions (s)", "≤ 2 s", r["save_p95"], r["save_p95"] <= 2.0,
+         f"single user {r['single_save_p95']:.2f} s; p50 {r['save_p50']:.2f} s vs {r['single_save_p50']:.2f} s; "
+         f"load average {r['loadavg_before']:.0f} on {r['cores']} cores"),
+        (f"team server: page-render p95 with {n} sessions (s)", "≤ 5 s", r["render_p95"], r["render_p95"] <= 5.0,
+         f"single user {r['single_render_p95']:.2f} s; p50 {r['render_p50']:.2f} s vs {r['single_render_p50']:.2f} s"),
+        ("team server: peak memory of the server process (MB)", "≤ 1000", r["rss_peak_mb"], r["rss_peak_mb"] <= 1000,
+         f"after the single user {r['rss_after_single_mb']:.0f} MB, first third of the load "
+         f"{r['rss_first_third_max_mb']:.0f} MB, end {r['rss_end_mb']:.0f} MB"),
+    ]
+
+
+def rows_audit(r: dict) -> list[tuple]:
+    """The audit's targets, each as the worst figure over the planted structures (each one beside it), and
+    the share of printed 95 % interval kinds whose coverage lies in 93–97 %."""
+    st = r["structures"]
+    rows = []
+    for key, label, target, ge in (
+        ("induced_recall", "audit: induced recall (null pairs, single − split ≥ 0.15, 600 answers)", 0.80, True),
+        ("null_called_real", "audit: null pairs called real", 0.05, False),
+        ("induced_at_g0", "audit: pairs called induced at G = 0", 0.02, False),
+        ("real_found", "audit: planted real pairs (|phi| ≥ 0.3) found, human n 40/80/150", 0.90, True),
+    ):
+        values = {name: s[key][0] for name, s in st.items()}
+        worst = min(values.values()) if ge else max(values.values())
+        holds = worst >= target if ge else worst <= target
+        rows.append((label, f"{'≥' if ge else '≤'} {target:.2f}", worst, holds,
+                     ", ".join(f"{n} {v:.3f}" for n, v in values.items())))
+    kinds = [(name, kind, c) for name, s in st.items() for kind, (c, _, _) in s["cover"].items()
+             if "identical verdicts" not in kind]
+    inside = [k for k in kinds if audit_calibration.COVER_LO <= k[2] <= audit_calibration.COVER_HI]
+    outside = sorted((k for k in kinds if k not in inside), key=lambda k: k[2])
+    rows.append(("audit: printed 95% interval kinds covering 93–97 % (share)", "1.00", len(inside) / len(kinds),
+                 not outside, "; ".join(f"{n}: {kind} {c:.3f}" for n, kind, c in outside[:4])))
+    return rows
+
+
+def rows_planner(r: dict) -> list[tuple]:
+    ok = r["within_floor"] and r["dependent_cogrouped"] == 0
+    return [
+        ("planner's grouping vs split: calls saved (fresh run, demo matrix, T=0.5)", "≥ 0.40", r["calls_saved"],
+         r["calls_saved"] >= 0.40 and ok,
+         f"{r['recommended']}; prompt tokens −{r['prompt_tokens_saved']:.0%}; worst induced |Δphi| on the fresh "
+         f"run {r['worst_fresh']:.2f} ({r['worst_pair']}); every co-grouped pair within the floor: "
+         f"{'yes' if r['within_floor'] else 'NO'}; pulled pairs co-grouped: {r['dependent_cogrouped']}"),
+        ("planner: every pair conditions every other (T=0) → split, with the reason", "split",
+         float(r["uniform_split"]), r["uniform_split"], r["uniform_why"][:90]),
+        ("planner: --budget calls=2 → least-distorting grouping within it", "yes", float(r["budget_ok"]),
+         r["budget_ok"], f"{r['budget_spec']} (worst |Δphi| {r['budget_worst']:.2f})"),
+    ]
+
+
 BENCHES = {
     "harness": (harness_bench.run, rows_harness),
     "prefix": (prefix_cache_bench.run, rows_prefix),
@@ -76,6 +150,10 @@ BENCHES = {
     "import": (import_bench.run, rows_import),
     "pages": (pages_bench.run, rows_pages),
     "startup": (startup_bench.run, rows_startup),
+    "reply": (reply_bench.run, rows_reply),
+    "team": (team_load_bench.run, rows_team),
+    "audit": (lambda quick: audit_calibration.run(quick=quick, log=lambda m: print(m, flush=True)), rows_audit),
+    "planner": (planner_bench.run, rows_planner),
 }
 
 

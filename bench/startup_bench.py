@@ -103,7 +103,8 @@ def run_share(examples: int, latency_ms: float, concurrency: int, rounds: int,
             Path(first_file).unlink(missing_ok=True)
             cmd = [exe, "run", "--dataset", "demo", "--rubric", "demo", "--harness", "split", "--limit",
                    str(examples), "--base-url", url, "--model", "bench", "--structured", "json_object",
-                   "--concurrency", str(concurrency), "--name", f"startup-{i}"]
+                   "--concurrency", str(concurrency), "--name", f"startup-{i}",
+                   "--no-cache"]  # every round sends its calls (the response cache would answer rounds 2+)
             t0 = time.time()
             subprocess.run(cmd, check=True, env=env, cwd=work, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             end = time.time()

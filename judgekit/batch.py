@@ -1,7 +1,7 @@
 """OpenAI Batch API runs: the same calls as :mod:`judgekit.runner`, sent as one batch file.
 
 Flow: :func:`build_batch_file` plans the run's *pending* calls exactly as the live runner does
-(``runner._pending_calls``, ``prompts.build_messages``, ``prompts.response_schema``) and writes one
+(``runner.pending_calls``, ``prompts.build_messages``, ``prompts.response_schema``) and writes one
 request line each → :func:`submit` uploads it and creates the batch → :func:`poll` waits for a final
 status → :func:`import_results` downloads the output and error files and stores every line as a call
 row with its parsed verdicts, through the same ``store.insert_call`` as live runs, so a batch run and
@@ -34,19 +34,22 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import threading
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import openai
-from sqlalchemy import func, select, update
+from sqlalchemy import func, select
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session
 
 from judgekit import client as client_mod
-from judgekit import prompts, runner, store
+from judgekit import lease, prompts, rawtext, runner, store
 from judgekit.harness import PlannedCall
+
+if TYPE_CHECKING:  # openai is imported when a batch is sent or checked, not by every page that lists runs
+    import openai
 
 __all__ = [
     "BatchError",
@@ -148,26 +151,26 @@ def load_state(engine: Engine, run_ref: str | int) -> BatchState | None:
 
 def _save(engine: Engine, run_id: int, state: BatchState, **run_values: Any) -> None:
     with Session(engine) as s, s.begin():
-        s.execute(update(store.Run).where(store.Run.id == run_id).values(batch=state.to_dict(), **run_values))
+        store.update_run(s, run_id, batch=state.to_dict(), **run_values)
 
 
-def _context(engine: Engine, run_ref: str | int) -> tuple[runner._Context, str, BatchState | None]:
+def _context(engine: Engine, run_ref: str | int) -> tuple[runner.RunContext, str, BatchState | None]:
     with Session(engine) as s:
         run = store.get_run(s, run_ref)
         if run.status == "imported":
             raise ValueError(f"run {run.name!r} was imported from a file; there is nothing to send")
         state = BatchState.from_dict(run.batch) if run.batch else None
-        return runner._load_context(s, run), run.name, state
+        return runner.load_context(s, run), run.name, state
 
 
-def _mode(ctx: runner._Context) -> str:
+def _mode(ctx: runner.RunContext) -> str:
     """The structured-output mode of the batch: OpenAI takes json_schema, unless the harness fixed one."""
     return "json_schema" if ctx.harness.structured == "auto" else ctx.harness.structured
 
 
 @contextlib.asynccontextmanager
 async def _client(
-    ctx: runner._Context, client: openai.AsyncOpenAI | None
+    ctx: runner.RunContext, client: openai.AsyncOpenAI | None
 ) -> AsyncIterator[openai.AsyncOpenAI]:
     if client is not None:
         yield client
@@ -185,34 +188,36 @@ def _key(client: openai.AsyncOpenAI) -> str:
 
 
 def _api_error(what: str, exc: Exception, client: openai.AsyncOpenAI) -> BatchError:
+    import openai
+
     if isinstance(exc, openai.APIStatusError):
-        detail = client_mod._status_message(exc)
+        detail = client_mod.status_message(exc)
     elif isinstance(exc, openai.APIConnectionError):
-        detail = client_mod._connection_message(exc)
+        detail = client_mod.connection_message(exc)
     else:
         detail = f"{type(exc).__name__}: {str(exc)[:300]}"
-    return BatchError(client_mod._scrub(f"{what} failed: {detail}", _key(client)))
+    return BatchError(client_mod.scrub(f"{what} failed: {detail}", _key(client)))
 
 
 # --------------------------------------------------------------------------------- the file
 
 
-def _lines(engine: Engine, ctx: runner._Context) -> tuple[bytes, int]:
+def _lines(engine: Engine, ctx: runner.RunContext) -> tuple[bytes, int]:
     mode = _mode(ctx)
     schemas: dict[tuple[str, ...], dict] = {}
     out: list[bytes] = []
     size = 0
-    for planned, text in runner._pending_calls(engine, ctx):
+    for planned, text in runner.pending_calls(engine, ctx):
         criteria = ctx.rubric.subset(list(planned.criteria))
-        messages = runner._messages(ctx, text, criteria)
+        messages = runner.call_messages(ctx, text, criteria)
         schema = schemas.get(planned.criteria)
         if schema is None:
             schema = schemas[planned.criteria] = prompts.response_schema(criteria, ctx.harness.order)
-        # The body the live runner would POST (client._request / _post_chat), plus the response_format.
-        kwargs = client_mod._request(ctx.judge, messages, ctx.harness.logprobs, 5)
+        # The body the live runner would POST (client.request_body / _post_chat), plus the response_format.
+        kwargs = client_mod.request_body(ctx.judge, messages, ctx.harness.logprobs, 5)
         body = {k: v for k, v in kwargs.items() if k not in ("timeout", "extra_body")}
         body.update(kwargs.get("extra_body") or {})
-        fmt = client_mod._response_format(mode, schema)
+        fmt = client_mod.response_format(mode, schema)
         if fmt is not None:
             body["response_format"] = fmt
         line = (
@@ -265,12 +270,14 @@ def _adopt(state: BatchState, batch: Any, key: str) -> BatchState:
         completed=getattr(counts, "completed", 0) or 0,
         failed=getattr(counts, "failed", 0) or 0,
         request_count=(getattr(counts, "total", 0) or state.request_count),
-        message=client_mod._scrub(message, key) if message else state.message,
+        message=rawtext.storable(client_mod.scrub(message, key)) if message else state.message,
     )
 
 
 async def _find_batch(client: openai.AsyncOpenAI, input_file_id: str, scan: int = 200) -> Any | None:
     """A batch the server created from this input file (a crash may have lost its id), if any."""
+    import openai
+
     seen = 0
     try:
         async for b in client.batches.list(limit=100):
@@ -298,6 +305,8 @@ async def submit(engine: Engine, run_ref: str | int, client: openai.AsyncOpenAI 
     is sent and that state is returned. With nothing pending the returned state is not live (the
     previous one, or ``status="empty"``).
     """
+    import openai
+
     ctx, _name, state = _context(engine, run_ref)
     if state is not None and state.live and state.status != "uploaded":
         return state
@@ -330,17 +339,9 @@ async def submit(engine: Engine, run_ref: str | int, client: openai.AsyncOpenAI 
                     submitted_at=time.time(),
                     history=history,
                 )
-                with Session(engine) as s, s.begin():
-                    s.execute(
-                        update(store.Run)
-                        .where(store.Run.id == ctx.run_id)
-                        .values(
-                            batch=state.to_dict(),
-                            status=RUN_STATUS,
-                            message=f"batch file uploaded ({count} requests); creating the batch",
-                            started_at=func.coalesce(store.Run.started_at, store.utcnow()),
-                        )
-                    )
+                _save(engine, ctx.run_id, state, status=RUN_STATUS,
+                      message=f"batch file uploaded ({count} requests); creating the batch",
+                      started_at=func.coalesce(store.Run.started_at, store.utcnow()))
             created = await c.batches.create(
                 input_file_id=input_file_id,
                 endpoint=ENDPOINT,
@@ -357,12 +358,11 @@ async def submit(engine: Engine, run_ref: str | int, client: openai.AsyncOpenAI 
 # -------------------------------------------------------------------------------------- poll
 
 
-_TRANSIENT = (
-    openai.APIConnectionError,
-    openai.APITimeoutError,
-    openai.RateLimitError,
-    openai.InternalServerError,
-)
+def _transient_errors() -> tuple[type[Exception], ...]:
+    """The faults a status check retries at the next interval."""
+    import openai
+
+    return openai.APIConnectionError, openai.APITimeoutError, openai.RateLimitError, openai.InternalServerError
 
 
 async def poll(
@@ -373,13 +373,17 @@ async def poll(
     timeout_s: float | None = None,
     progress: Callable[[BatchState], None] | None = None,
     client: openai.AsyncOpenAI | None = None,
+    cancel: threading.Event | None = None,
 ) -> BatchState:
     """Check the run's batch every ``interval_s`` until it is completed/failed/expired/cancelled.
 
     Every status is stored (``Run.batch``, and the run's message). Returns early with the current,
-    still running state once ``timeout_s`` has passed. Network faults and 429/5xx on a status check
-    are retried at the next interval; after 10 in a row (or any other error) :class:`BatchError`.
+    still running state once ``timeout_s`` has passed or ``cancel`` is set (the batch itself goes on).
+    Network faults and 429/5xx on a status check are retried at the next interval; after 10 in a row
+    (or any other error) :class:`BatchError`.
     """
+    import openai
+
     ctx, _name, state = _context(engine, run_ref)
     if state is None or state.batch_id is None:
         raise BatchError(f"run {_name!r} has no submitted batch to poll")
@@ -391,7 +395,7 @@ async def poll(
         while True:
             try:
                 batch = await c.batches.retrieve(state.batch_id)
-            except _TRANSIENT as exc:
+            except _transient_errors() as exc:
                 transient += 1
                 if transient >= TRANSIENT_POLL_FAILURES:
                     raise _api_error(f"checking batch {state.batch_id} ({transient} times)", exc, c) from None
@@ -408,6 +412,8 @@ async def poll(
             if state.status in TERMINAL:
                 return state
             if deadline is not None and time.monotonic() + interval_s > deadline:
+                return state
+            if cancel is not None and cancel.is_set():
                 return state
             await asyncio.sleep(interval_s)
 
@@ -434,11 +440,14 @@ def _line_result(line: dict, mode: str, key: str) -> client_mod.CallResult:
     error = line.get("error") if isinstance(line.get("error"), dict) else None
     code = response.get("status_code") if response else None
     body = response.get("body") if response else None
-    if code == 200 and isinstance(body, dict) and error is None:
-        try:
-            return client_mod.result_from_reply(body, mode, 1, 0, 0.0, 0.0)
-        except Exception as exc:  # a malformed envelope: the endpoint's fault, as in a live call
-            message = f"unexpected response ({type(exc).__name__}: {str(exc)[:200]})"
+    if code == 200 and error is None:
+        failure = client_mod.reply_failure(body)  # a 200 error envelope is a failed line, as live
+        if failure is None:
+            try:
+                return client_mod.result_from_reply(body, mode, 1, 0, 0.0, 0.0)
+            except Exception as exc:  # a malformed envelope: the endpoint's fault, as in a live call
+                failure = f"unexpected response ({type(exc).__name__}: {str(exc)[:200]})"
+        message = failure
     elif code is not None:
         err = body.get("error", body) if isinstance(body, dict) else body
         detail = err.get("message") if isinstance(err, dict) else err
@@ -447,23 +456,14 @@ def _line_result(line: dict, mode: str, key: str) -> client_mod.CallResult:
         message = f"batch error {error.get('code') or ''}: {str(error.get('message') or '')[:300]}"
     else:
         message = "batch line has neither a response nor an error"
-    return client_mod.CallResult(
-        text=None,
-        status="error",
-        error=client_mod._scrub(message, key),
-        attempts=1,
-        retries=0,
-        latency_s=0.0,
-        prompt_tokens=None,
-        completion_tokens=None,
-        cached_tokens=None,
-        structured_mode=mode,
-        logprobs=None,
+    status = code if isinstance(code, int) else None
+    return client_mod.failed_result(
+        client_mod.scrub(message, key), mode, 1, 0, rejected=client_mod.is_permanent(status, message)
     )
 
 
 def _call_row(
-    ctx: runner._Context,
+    ctx: runner.RunContext,
     planned: PlannedCall,
     messages: list[dict],
     result: client_mod.CallResult,
@@ -481,7 +481,7 @@ def _call_row(
         "completion_tokens": result.completion_tokens,
         "cached_tokens": result.cached_tokens,
         "status": result.status,
-        "error": result.error,
+        "error": rawtext.clip(result.error, 2000) if result.error else None,
         "structured_mode": result.structured_mode,
         "request": {
             "messages": messages,
@@ -491,7 +491,7 @@ def _call_row(
             "custom_id": line["custom_id"],
             "batch_line_id": line.get("id"),
         },
-        "response_text": result.text,
+        **rawtext.reply_columns(result.text),
         "created_at": store.utcnow(),
     }
 
@@ -504,7 +504,7 @@ class _Imported:
 
 
 def _store_lines(
-    engine: Engine, ctx: runner._Context, state: BatchState, lines: dict[str, dict], key: str
+    engine: Engine, ctx: runner.RunContext, state: BatchState, lines: dict[str, dict], key: str
 ) -> _Imported:
     """Store the lines whose pairs are still pending and not already imported from this batch."""
     with Session(engine) as s:
@@ -528,15 +528,15 @@ def _store_lines(
 
     # Walking the pending calls re-derives each request's messages (same planner, same prompts) and
     # skips every custom_id whose verdicts already exist.
-    for planned, text in runner._pending_calls(engine, ctx):
+    for planned, text in runner.pending_calls(engine, ctx):
         cid = custom_id(ctx.run_id, planned)
         line = lines.get(cid)
         if line is None or cid in done:
             continue
         criteria = ctx.rubric.subset(list(planned.criteria))
-        messages = runner._messages(ctx, text, criteria)
+        messages = runner.call_messages(ctx, text, criteria)
         result = _line_result(line, state.mode, key)
-        verdicts = runner._verdict_rows(ctx, planned, result)
+        verdicts = runner.parse_verdict_rows(ctx, planned, result)
         rows.append((_call_row(ctx, planned, messages, result, state, line), verdicts))
         counts.calls += 1
         counts.failed += 0 if result.ok else 1
@@ -547,12 +547,12 @@ def _store_lines(
     return counts
 
 
-def _outcome(state: BatchState, name: str, missing: int) -> tuple[str, str]:
+def _outcome(state: BatchState, name: str, missing: int, totals: dict) -> tuple[str, str]:
     """The run's status and message after a batch has been imported (or has failed)."""
     again = f"`judgekit resume {name}` submits them as a new batch"
     bid = state.batch_id or "(none)"
     if missing == 0:
-        return "done", ""
+        return "done", runner.rejected_message(totals) if totals.get("rejected_calls") else ""
     if state.status == "failed":
         why = state.message or "no reason given"
         return "failed", (
@@ -579,6 +579,8 @@ async def import_results(
     and non-200 responses become ``error`` calls without verdicts (pending for the next batch). A
     ``failed`` batch imports nothing and leaves the run ``failed`` with the batch's reason.
     """
+    import openai
+
     ctx, name, state = _context(engine, run_ref)
     if state is None:
         raise BatchError(f"run {name!r} has no batch to import")
@@ -595,22 +597,12 @@ async def import_results(
                 raise _api_error(f"downloading the results of batch {state.batch_id}", exc, c) from None
             counts = _store_lines(engine, ctx, state, lines, _key(c))
         state = replace(state, imported=True)
-    missing = sum(1 for _ in runner._pending_calls(engine, ctx))
-    status, message = _outcome(state, name, missing)
+    missing = sum(1 for _ in runner.pending_calls(engine, ctx))
     with Session(engine) as s, s.begin():
-        totals = runner.run_totals(s, ctx.run_id)
-        s.execute(
-            update(store.Run)
-            .where(store.Run.id == ctx.run_id)
-            .values(
-                batch=state.to_dict(),
-                status=status,
-                message=message,
-                totals=totals,
-                wall_s=store.Run.wall_s + wall_s,
-                finished_at=store.utcnow(),
-            )
-        )
+        totals = store.run_totals(s, ctx.run_id)
+        status, message = _outcome(state, name, missing, totals)
+        store.finish_run(s, ctx.run_id, status=status, message=message, totals=totals, wall_s=wall_s,
+                         batch=state.to_dict())
     return runner.RunSummary(
         ctx.run_id, name, status, message, counts.calls, counts.failed, counts.unscored, totals
     )
@@ -626,27 +618,52 @@ async def run_batch(
     interval_s: float = 30,
     progress: Callable[[BatchState], None] | None = None,
     client: openai.AsyncOpenAI | None = None,
+    lease_wait_s: float = 0.0,
+    cancel: threading.Event | None = None,
 ) -> runner.RunSummary:
     """Submit the run's pending calls (or pick up its live batch), wait for it, import the results.
 
     Safe to call again after an interruption at any point: it never creates a second batch while
     one is live, and importing is idempotent. With nothing pending it only refreshes the run's status.
+    Holds the run's lease (:mod:`judgekit.lease`) throughout, like a live run: a second process
+    continuing the same run refuses with :class:`judgekit.lease.LeaseHeld`.
     """
     started = time.perf_counter()
-    ctx, _name, _state = _context(engine, run_ref)
-    async with _client(ctx, client) as c:
-        state = await submit(engine, run_ref, client=c)
-        if state.status == "empty":  # never batched and nothing pending
-            return _nothing(engine, run_ref)
-        if state.status in IN_FLIGHT:
-            state = await poll(engine, run_ref, interval_s=interval_s, progress=progress, client=c)
-        return await import_results(engine, run_ref, client=c, wall_s=time.perf_counter() - started)
+    ctx, name, _state = _context(engine, run_ref)
+    held = lease.acquire(engine, ctx.run_id, run_name=name, wait_s=lease_wait_s)
+    try:
+        async with _client(ctx, client) as c:
+            state = await submit(engine, run_ref, client=c)
+            if state.status == "empty":  # never batched and nothing pending
+                return _nothing(engine, run_ref)
+            if state.status in IN_FLIGHT:
+                try:
+                    state = await poll(
+                        engine, run_ref, interval_s=interval_s, progress=progress, client=c, cancel=cancel
+                    )
+                except asyncio.CancelledError:  # Ctrl-C while waiting: the batch goes on; say how to pick it up
+                    with Session(engine) as s, s.begin():
+                        store.update_run(s, ctx.run_id, message=f"OpenAI batch {state.batch_id} is still running; "
+                                         f"interrupted while waiting — `judgekit resume {name}` picks it up")
+                    raise
+            if state.status in IN_FLIGHT:  # stopped waiting (cancel); the batch goes on, resume picks it up
+                return _still_batching(engine, run_ref, state)
+            return await import_results(engine, run_ref, client=c, wall_s=time.perf_counter() - started)
+    finally:
+        held.release()
+
+
+def _still_batching(engine: Engine, run_ref: str | int, state: BatchState) -> runner.RunSummary:
+    with Session(engine) as s:
+        run = store.get_run(s, run_ref)
+        message = f"{_in_flight_message(state)}; stopped waiting — `judgekit resume {run.name}` picks the batch up"
+        return runner.RunSummary(run.id, run.name, RUN_STATUS, message, 0, 0, 0, store.run_totals(s, run.id))
 
 
 def _nothing(engine: Engine, run_ref: str | int) -> runner.RunSummary:
     with Session(engine) as s, s.begin():
         run = store.get_run(s, run_ref)
-        run.totals = runner.run_totals(s, run.id)
+        run.totals = store.run_totals(s, run.id)
         run.status, run.message = "done", ""
         return runner.RunSummary(run.id, run.name, "done", "", 0, 0, 0, run.totals)
 

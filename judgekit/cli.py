@@ -10,17 +10,16 @@ Start-up: this module and every ``cli_*`` module import only the standard librar
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from judgekit.cli_common import (  # noqa: F401 - re-exported for the cli_* modules
+from judgekit.cli_common import (
     DbOption,
     UsageError,
-    fail,
+    execute_run,
     friendly_errors,
     lazy,
     transaction,
@@ -65,6 +64,11 @@ def demo(
         int, typer.Option("--examples", min=10, max=200_000, help="Number of demo answers.")
     ] = 600,
     seed: Annotated[int, typer.Option(help="Generator seed.")] = 0,
+    holistic_ab: Annotated[
+        bool,
+        typer.Option("--holistic-ab", help="Also run the holistic A/B (default vs hardened, per bundle of "
+                     "model × pack) on the simulated judge, and print it."),
+    ] = False,
     db: DbOption = None,
 ) -> None:
     """Load the demo workspace: dataset `demo`, rubrics `demo` (6 binary) and `demo-scale`, `reference` labels."""
@@ -73,6 +77,21 @@ def demo(
     with transaction(db) as s:
         result = imports.load_demo(s, n_examples=examples, seed=seed)
     typer.echo(result.summary() if result else "the demo dataset is already loaded")
+    if holistic_ab:
+        from judgekit import bundle_report, config, critique, demo_session, simjudge
+
+        url = config.db_url(db)
+        sim, strong = (simjudge.start_in_thread(url, p) for p in (simjudge.SimParams(), demo_session.STRONG_SIM))
+        try:
+            names = demo_session.holistic_ab(store.engine_for(db), sim.base_url, strong.base_url)
+        finally:
+            sim.stop()
+            strong.stop()
+        with transaction(db) as s:
+            crit = tuple(critique.critique_rates(s, names[f"critique-{v}"]) for v in ("default", "hardened"))
+            rep = bundle_report.ab_report(s, names["holistic-default"], names["holistic-hardened"],
+                                          names["reference"], crit)  # type: ignore[arg-type]
+        typer.echo(bundle_report.render_ab_table(rep))
 
 
 @command("import-dataset")
@@ -119,18 +138,32 @@ def import_labels(
 @command("import-run")
 def import_run(
     path: Annotated[
-        Path, typer.Argument(help="JSONL/CSV of example_id, criterion, verdict[, rationale, p_pass].")
+        Path,
+        typer.Argument(help="JSONL/CSV of example_id, criterion, verdict[, rationale, p_pass]; with --from, "
+                       "the tool's file (an autorubric run directory)."),
     ],
     dataset: Annotated[str, typer.Option("--dataset")],
     rubric: Annotated[str, typer.Option("--rubric")],
     name: Annotated[str, typer.Option("--name", help="Name of the new run.")],
+    tool: Annotated[
+        str | None,
+        typer.Option("--from", help="What wrote PATH: promptfoo (eval -o results.json), inspect (eval log, "
+                     "JSON), autorubric (run directory or items.jsonl), langfuse (Langfuse score export or "
+                     "LangSmith experiment export; JSON/JSONL/CSV). Answers are matched by an explicit "
+                     "example_id, the tool's sample id, or the exact answer text."),
+    ] = None,
+    tool_dataset: Annotated[
+        Path | None,
+        typer.Option("--tool-dataset", help="autorubric: the dataset file it graded (RubricDataset.to_file)."),
+    ] = None,
     db: DbOption = None,
 ) -> None:
     """Import verdicts produced elsewhere as a run (judge `imported`)."""
     from judgekit import imports
 
     with transaction(db) as s:
-        typer.echo(imports.import_run(s, path, dataset=dataset, rubric=rubric, name=name).summary())
+        typer.echo(imports.import_run(s, path, dataset=dataset, rubric=rubric, name=name, tool=tool,
+                                      tool_dataset=tool_dataset).summary())
 
 
 @command("export-labels")
@@ -156,6 +189,11 @@ def list_cmd(db: DbOption = None) -> None:
         for r in store.list_rubrics(s):
             ko = f"  K.O.: {r['ko_rule']}" if r["ko_rule"] else ""
             typer.echo(f"rubric   {r['name']:<24} {', '.join(r['criteria'])}{ko}")
+        from judgekit import bundles
+
+        for g in bundles.groupings(s):
+            typer.echo(f"bundles  {g['dataset']:<24} by {' + '.join(g['fields'])}: {g['bundles']} bundles "
+                       f"({g['answers']} answers)")
         for r in store.list_runs(s):
             typer.echo(
                 f"run {r['id']:<4} {r['name']:<24} {r['status']:<9} {r['harness']:<28} {r['judge']}  "
@@ -164,87 +202,6 @@ def list_cmd(db: DbOption = None) -> None:
 
 
 # --------------------------------------------------------------------------- judging
-
-
-class _ProgressLine:
-    """A one-line progress bar on stderr for `run` and `resume`."""
-
-    def __init__(self, total: int) -> None:
-        self.total, self.last = total, 0.0
-
-    def __call__(self, p) -> None:
-        import time
-
-        now = time.monotonic()
-        if now - self.last < 0.2 and p.done_calls < p.total_calls:
-            return
-        self.last = now
-        width = 30
-        filled = int(width * p.fraction)
-        rate = p.done_calls / p.elapsed_s if p.elapsed_s > 0 else 0.0
-        sys.stderr.write(
-            f"\r[{'#' * filled}{'.' * (width - filled)}] {p.done_calls}/{p.total_calls} calls"
-            f"  {rate:5.1f}/s  failed {p.failed_calls}  unscored {p.unscored}  retries {p.retries}  "
-        )
-        sys.stderr.flush()
-        if p.done_calls >= p.total_calls:
-            sys.stderr.write("\n")
-
-
-def _execute(
-    db: str | None,
-    run_ref: str,
-    concurrency: int,
-    breaker: int,
-    *,
-    use_batch: bool = False,
-    poll_interval: float = 30.0,
-) -> None:
-    """Send a run's missing calls live, or through the OpenAI Batch API (also when a batch is under way)."""
-    from judgekit import batch, client, runner
-
-    engine = store.engine_for(db)
-    try:
-        if use_batch or batch.load_state(engine, run_ref) is not None:
-            summary = batch.run_batch_sync(
-                engine,
-                run_ref,
-                interval_s=poll_interval,
-                progress=lambda st: typer.echo(
-                    f"batch {st.batch_id}: {st.status} {st.completed + st.failed}/{st.request_count}",
-                    err=True,
-                ),
-            )
-        else:
-            pending = runner.count_pending(engine, run_ref)
-            summary = runner.run_sync(
-                engine,
-                run_ref,
-                concurrency=concurrency,
-                breaker=breaker,
-                progress=_ProgressLine(pending) if pending else None,
-            )
-    except (batch.BatchError, client.JudgeConfigError) as e:
-        raise UsageError(str(e)) from None
-    _print_summary(summary)
-    if summary.status not in ("done",):
-        raise typer.Exit(1)
-
-
-def _print_summary(summary) -> None:
-    t = summary.totals
-    lines = [
-        f"run {summary.name} (#{summary.run_id}): {summary.status}"
-        + (f" — {summary.message}" if summary.message else ""),
-        f"  this session: {summary.calls_sent} calls sent, {summary.failed_calls} failed at the endpoint, "
-        f"{summary.unscored} verdicts unscored",
-        f"  run totals:   {t['calls']} calls, {t['retries']} retries, {t['failed_calls']} failed, "
-        f"{t['unscored']} unscored verdicts",
-        f"  tokens:       {t['prompt_tokens']} prompt ({t['cached_tokens']} cached), {t['completion_tokens']} "
-        f"completion",
-        f"  latency:      p50 {t['latency_p50']} s, p95 {t['latency_p95']} s",
-    ]
-    typer.echo("\n".join(lines))
 
 
 @command()
@@ -261,7 +218,8 @@ def run(
     ] = "verdict_first",
     shuffle: Annotated[bool, typer.Option("--shuffle", help="Per-example seeded criterion order.")] = False,
     independence_note: Annotated[
-        bool, typer.Option("--independence-note", help="Add seed 003's 'evaluate independently' sentence.")
+        bool, typer.Option("--independence-note", help="Tell the judge to evaluate each criterion independently "
+                           "(one more paragraph in the system prompt).")
     ] = False,
     structured: Annotated[str, typer.Option(help="auto | json_schema | json_object | prompt")] = "auto",
     logprobs: Annotated[
@@ -279,8 +237,9 @@ def run(
             "--prompt-template",
             metavar="FILE",
             help="Your judge prompt: a Jinja2 file with {{ question }}, {{ context }}, {{ answer }} and "
-            "{{ criteria }} (judgekit's criteria block and reply format, last). `builtin` = judgekit's own "
-            "layout even when the rubric has a prompt_template.",
+            "{{ criteria }} (judgekit's criteria block and reply format, last); with --level bundle "
+            "{{ bundle }}, {{ evidence }} and {{ dimensions }}. `builtin` = judgekit's own layout even when the "
+            "rubric has a prompt_template.",
         ),
     ] = None,
     few_shot: Annotated[
@@ -307,7 +266,15 @@ def run(
     suppress_thinking: Annotated[
         bool, typer.Option("--suppress-thinking", help="Ask reasoning models not to think aloud.")
     ] = False,
-    temperature: Annotated[float, typer.Option(help="Sampling temperature.")] = 0.0,
+    temperature: Annotated[float, typer.Option(min=0.0, help="Sampling temperature.")] = 0.0,
+    repeat: Annotated[
+        int,
+        typer.Option(min=1, max=50, help="Run the harness N times over the same examples (the judge's noise "
+                     "floor: test–retest agreement); runs NAME-r1 … NAME-rN."),
+    ] = 1,
+    no_cache: Annotated[
+        bool, typer.Option("--no-cache", help="Send every call even if the response cache holds its reply.")
+    ] = False,
     breaker: Annotated[int, typer.Option(help="Stop after N consecutive failed calls (0 = never).")] = 10,
     use_batch: Annotated[
         bool,
@@ -318,9 +285,24 @@ def run(
     poll_interval: Annotated[
         float, typer.Option("--poll-interval", help="Seconds between batch polls.")
     ] = 30.0,
+    level: Annotated[
+        str, typer.Option("--level", help="answer (each answer) | bundle (one holistic call per bundle)")
+    ] = "answer",
+    from_run: Annotated[
+        str | None,
+        typer.Option("--from-run", help="--level bundle: the per-answer run whose verdicts are the evidence."),
+    ] = None,
+    bundle_by: Annotated[
+        list[str] | None, typer.Option("--bundle-by", help="--level bundle: metadata field to group by (repeatable).")
+    ] = None,
+    category_field: Annotated[
+        str, typer.Option("--category-field", help="--level bundle: metadata field of an answer's category.")
+    ] = "category",
     db: DbOption = None,
 ) -> None:
-    """Judge a dataset with one harness; every call and verdict is stored as it finishes."""
+    """Judge a dataset with one harness; every call and verdict is stored as it finishes. With
+    ``--level bundle``, one holistic call per bundle (or per dimension per bundle under ``split``) from
+    the evidence of a per-answer run (``--from-run``, ``--bundle-by``)."""
 
     from judgekit import prompt_templates, prompts, runner
     from judgekit.harness import parse_harness
@@ -329,7 +311,8 @@ def run(
     if prompt_template == prompt_templates.BUILTIN:
         template_name = prompt_templates.BUILTIN
     elif prompt_template:
-        template, template_name = prompt_templates.load_template_file(prompt_template)
+        shape = prompt_templates.BUNDLE if level == "bundle" else prompt_templates.ANSWER
+        template, template_name = prompt_templates.load_template_file(prompt_template, shape)
     spec = parse_harness(
         harness,
         order=order,
@@ -344,6 +327,7 @@ def run(
         prompt_template_name=template_name,
         few_shot=few_shot,
         few_shot_from=few_shot_from,
+        level=level,
     )
     if judge_kind not in ("auto", "openai", "simulated", "local"):
         raise UsageError(f"--judge-kind must be auto, openai, simulated or local, not {judge_kind!r}")
@@ -358,26 +342,56 @@ def run(
         suppress_thinking=suppress_thinking,
         temperature=temperature,
     )
-    with transaction(db) as s:
-        new = runner.create_run(
-            s,
-            dataset=dataset,
-            rubric=rubric,
-            harness=spec,
-            judge=judge,
-            limit=limit,
-            sample=sample,
-            seed=seed,
-            name=name,
+    if level not in ("answer", "bundle"):
+        raise UsageError(f"--level must be answer or bundle, not {level!r}")
+    if level == "bundle":
+        from judgekit.cli_bundle import create_bundle_run
+
+        run_names = [create_bundle_run(
+            db, spec=spec, judge=judge, dataset=dataset, rubric=rubric, from_run=from_run, bundle_by=bundle_by,
+            category_field=category_field, name=name,
+            answer_only={"--limit": limit, "--sample": sample, "--batch": use_batch,
+                         "--few-shot": few_shot, "--repeat": repeat > 1},
+        )]
+        prompt_label = prompts.prompt_label(spec)
+    else:
+        if from_run or bundle_by:
+            raise UsageError("--from-run and --bundle-by apply to --level bundle")
+        if use_batch and repeat > 1:
+            raise UsageError("--repeat and --batch together: send repeats live")
+        with transaction(db) as s:
+            run_names = runner.create_repeats(
+                s,
+                repeat=repeat,
+                dataset=dataset,
+                rubric=rubric,
+                harness=spec,
+                judge=judge,
+                limit=limit,
+                sample=sample,
+                seed=seed,
+                name=name,
+                use_cache=not no_cache,
+            )
+            prompt_label = prompts.prompt_label(store.get_run(s, run_names[0]).harness)
+    failed = False
+    for i, run_name in enumerate(run_names, start=1):
+        typer.echo(
+            f"run {run_name}: {'bundle:' if level == 'bundle' else ''}{spec.label} on {dataset} × {rubric} "
+            f"with {model}, prompt {prompt_label}"
+            + (f" at temperature {temperature:g}" if temperature else "")
+            + (f" (repeat {i} of {repeat})" if repeat > 1 else "")
+            + (" (simulated judge)" if kind == "simulated" else ""),
+            err=True,
         )
-        run_name = new.name
-        prompt_label = prompts.prompt_label(new.harness)
-    typer.echo(
-        f"run {run_name}: {spec.label} on {dataset} × {rubric} with {model}, prompt {prompt_label}"
-        + (" (simulated judge)" if kind == "simulated" else ""),
-        err=True,
-    )
-    _execute(db, run_name, concurrency, breaker, use_batch=use_batch, poll_interval=poll_interval)
+        try:
+            execute_run(db, run_name, concurrency, breaker, use_batch=use_batch, poll_interval=poll_interval)
+        except typer.Exit as e:  # report every repeat, then exit non-zero if any did not finish
+            if e.exit_code != 1:
+                raise
+            failed = True
+    if failed:
+        raise typer.Exit(1)
 
 
 @command()
@@ -392,7 +406,7 @@ def resume(
 ) -> None:
     """Send only the calls of a run that have no verdict yet (after a crash, cancel or failure); a run
     sent through the Batch API continues its batch."""
-    _execute(db, run_ref, concurrency, breaker, poll_interval=poll_interval)
+    execute_run(db, run_ref, concurrency, breaker, poll_interval=poll_interval)
 
 
 @command("sim-judge")
@@ -403,6 +417,15 @@ def sim_judge(
         float, typer.Option(help="G: pull of each field toward fields already emitted.")
     ] = 1.5,
     accuracy: Annotated[float, typer.Option(help="Per-criterion accuracy against the planted truth.")] = 0.9,
+    criterion_accuracy: Annotated[
+        list[str] | None,
+        typer.Option("--criterion-accuracy", help="KEY=A: another accuracy for one criterion (repeatable)."),
+    ] = None,
+    matrix: Annotated[
+        str,
+        typer.Option(help="Pair-specific conditioning: demo (the demo rubric's stated matrix), uniform (every "
+                     "pair pulls with G), or a YAML/JSON file of [a, b, multiplier] rows."),
+    ] = "demo",
     seed: Annotated[int, typer.Option()] = 0,
     latency_ms: Annotated[float, typer.Option("--latency-ms", help="Added latency per reply.")] = 0.0,
     db: DbOption = None,
@@ -412,7 +435,8 @@ def sim_judge(
 
     store.engine_for(db)
     params = simjudge.SimParams(
-        accuracy=accuracy, conditioning=conditioning, seed=seed, latency_ms=latency_ms
+        accuracy=accuracy, conditioning=conditioning, seed=seed, latency_ms=latency_ms,
+        matrix=simjudge.load_matrix(matrix), criterion_accuracy=simjudge.parse_accuracies(criterion_accuracy or []),
     )
     simjudge.serve_forever(config.db_url(db), params, host, port)
 
@@ -436,19 +460,30 @@ def local_judge(
 def app_cmd(
     port: Annotated[int, typer.Option(help="Port to serve on.")] = 8501,
     host: Annotated[str, typer.Option(help="Address to bind (127.0.0.1 = this machine only).")] = "127.0.0.1",
+    auth_choice: Annotated[str, typer.Option(
+        "--auth", help="Sign-in: auto (none on loopback; beyond it, every method configured — refused "
+        "if none is), token, oidc, or none (loopback only). See the README, Teams.")] = "auto",
+    team_file: Annotated[Path | None, typer.Option(
+        "--team-file", help="Members, roles, token hashes (default: $JUDGEKIT_TEAM_FILE, else ./team.toml).")] = None,
+    secrets: Annotated[Path | None, typer.Option(
+        "--secrets", help="Streamlit secrets file with the OIDC [auth] section (default: Streamlit's "
+        "~/.streamlit/ and ./.streamlit/secrets.toml).")] = None,
     db: DbOption = None,
 ) -> None:
-    """Start the dashboard (Streamlit) on http://HOST:PORT."""
+    """Start the dashboard (Streamlit) on http://HOST:PORT; beyond loopback, only for signed-in members."""
     import os
 
-    from judgekit import config
+    from judgekit import auth, config
 
-    env = dict(os.environ)
+    team = config.team_file(team_file).resolve()
+    methods = auth.check_server(host, auth_choice, team, [secrets] if secrets else auth.default_secrets_files())
+    env = dict(os.environ, JUDGEKIT_AUTH=auth_choice, JUDGEKIT_TEAM_FILE=str(team))
     if db:
         env["JUDGEKIT_DB_URL"] = db
     store.engine_for(db)  # migrate before the first page renders
     store.dispose_engines()
-    cmd = config.app_command(host, port)
+    typer.echo(f"sign-in: {' and '.join(sorted(methods)) if methods else 'none (this machine only)'}", err=True)
+    cmd = config.app_command(host, port, secrets_file=secrets)
     # become the server (exec, not a child): a signal to this process then reaches Streamlit itself,
     # and no orphaned server is left behind when `judgekit app` is stopped
     os.execve(cmd[0], cmd, env)
@@ -463,13 +498,28 @@ from judgekit.cli_label import label_set_app  # noqa: E402
 
 app.add_typer(label_set_app, name="label-set")
 
-from judgekit.cli_scale import critique_cmd  # noqa: E402
+from judgekit.cli_scale import critique_cmd, report_ab, report_ko  # noqa: E402
 
 app.command("critique")(critique_cmd)
+report_app.command("ko")(report_ko)
+report_app.command("ab")(report_ab)
 
 from judgekit.cli_check import check_cmd  # noqa: E402
 
 app.command("check")(check_cmd)
+
+from judgekit.cli_team import team_app  # noqa: E402
+
+app.add_typer(team_app, name="team")
+
+from judgekit.cli_bundle import bundles_cmd  # noqa: E402
+
+app.command("bundles")(bundles_cmd)
+
+from judgekit.cli_noise import health_cmd, plan_groups_cmd  # noqa: E402
+
+app.command("plan-groups")(plan_groups_cmd)
+report_app.command("health")(health_cmd)
 
 
 def main() -> None:  # pragma: no cover - console entry

@@ -4,58 +4,35 @@ A bad argument (unknown strategy, a missing --run for ``cell``, an option that d
 cell) exits with status 2 and one line on stderr, and nothing is written: the sample is drawn and
 validated inside the transaction before the label set row exists.
 
-``judgekit.cli`` imports this module at its bottom; the CLI's helpers are looked up when a command runs,
-so either module may be imported first.
+Registered at the bottom of ``judgekit/cli.py``; like every ``cli_*`` module it imports only
+:mod:`judgekit.cli_common` of the CLI.
 """
 
 from __future__ import annotations
 
-import enum
-import functools
 import json
 from collections.abc import Callable
 from typing import Annotated
 
 import typer
 
+from judgekit.cli_common import DbOption, Format, friendly_errors, transaction
+
 label_set_app = typer.Typer(
-    help="Label sets: named, seeded samples of examples to hand-label (random, a cross-tab cell, or where "
-    "two runs disagree).",
+    help="Label sets: named, seeded samples of examples to hand-label (random, a cross-tab cell, where "
+    "two runs disagree, or the answers that would decide the audit's undecided pairs).",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
 )
 
-DbOption = Annotated[
-    str | None,
-    typer.Option("--db", help="SQLAlchemy URL (default: $JUDGEKIT_DB_URL, else sqlite:///db/judgekit.sqlite)."),
-]
-
-
-class Format(enum.StrEnum):
-    table = "table"
-    json = "json"
-
-
 def _command(name: str) -> Callable:
     """Register on ``label_set_app`` behind the CLI's one-line error handling (resolved at call time)."""
 
     def register(fn: Callable) -> Callable:
-        @functools.wraps(fn)
-        def wrapper(*args, **kwargs):
-            from judgekit.cli import friendly_errors
-
-            return friendly_errors(fn)(*args, **kwargs)
-
-        return label_set_app.command(name)(wrapper)
+        return label_set_app.command(name)(friendly_errors(fn))
 
     return register
-
-
-def _transaction(db: str | None):
-    from judgekit.cli import transaction
-
-    return transaction(db)
 
 
 @_command("create")
@@ -63,10 +40,12 @@ def create(
     name: Annotated[str, typer.Argument(help="Name of the new label set.")],
     dataset: Annotated[str, typer.Option("--dataset", help="Dataset to sample from.")],
     rubric: Annotated[str, typer.Option("--rubric", help="Rubric whose criteria annotators label.")],
-    strategy: Annotated[str, typer.Option("--strategy", help="random | cell | disagree")] = "random",
+    strategy: Annotated[str, typer.Option("--strategy", help="random | cell | disagree | decide")] = "random",
     size: Annotated[int, typer.Option("--size", help="Number of examples (a smaller pool: all of it).")] = 60,
     seed: Annotated[int, typer.Option("--seed", help="Sampling seed (same seed, same sample).")] = 0,
-    run: Annotated[str | None, typer.Option("--run", help="cell: the run whose cross-tab is used.")] = None,
+    run: Annotated[list[str] | None, typer.Option(
+        "--run", help="cell: the run whose cross-tab is used; decide: the runs to audit (repeatable; default: "
+        "every run of the dataset).")] = None,
     row: Annotated[str | None, typer.Option("--row", help="cell: row criterion.")] = None,
     col: Annotated[str | None, typer.Option("--col", help="cell: column criterion.")] = None,
     cell: Annotated[str | None, typer.Option(
@@ -80,9 +59,14 @@ def create(
     """Draw a seeded sample of examples and store it as a label set."""
     from judgekit import labeling
 
-    spec = labeling.SampleSpec(strategy=strategy, size=size, seed=seed, run=run, row=row, col=col,  # type: ignore[arg-type]
-                               cell=cell, run_a=run_a, run_b=run_b, criterion=criterion)
-    with _transaction(db) as s:
+    runs = tuple(run or ())
+    if strategy != "decide" and len(runs) > 1:
+        raise ValueError(f"--strategy {strategy} takes one --run, got {len(runs)}")
+    one = runs[0] if runs and strategy != "decide" else None
+    spec = labeling.SampleSpec(strategy=strategy, size=size, seed=seed, run=one, row=row, col=col,  # type: ignore[arg-type]
+                               cell=cell, run_a=run_a, run_b=run_b, criterion=criterion,
+                               runs=runs if strategy == "decide" else ())
+    with transaction(db) as s:
         info = labeling.create_label_set(s, name, dataset=dataset, rubric=rubric, spec=spec)
     st = info.strategy
     strata = ", ".join(f"{k} {v}" for k, v in st.get("strata", {}).items())
@@ -98,7 +82,7 @@ def list_cmd(
     """List label sets with their size and each annotator's progress."""
     from judgekit import labeling
 
-    with _transaction(db) as s:
+    with transaction(db) as s:
         rows = labeling.list_label_sets(s)
     if fmt == Format.json:
         payload = [{**r, "created_at": r["created_at"].isoformat()} for r in rows]

@@ -2,24 +2,21 @@
 
 Each command opens one transaction, builds a report object and prints it as a table (default) or as
 exactly one JSON value on stdout (``--format json``; NaN → ``null``). Bad arguments and unknown
-names exit with status 2 and one line on stderr, through :func:`judgekit.cli.friendly_errors`.
+names exit with status 2 and one line on stderr, through :func:`judgekit.cli_common.friendly_errors`.
 
-Registered in ``judgekit/cli.py`` (see the bottom of this file). ``judgekit.cli`` is imported at the
-*bottom* of this module and only looked up when a command runs, so either module may be imported first.
+Registered in ``judgekit/cli.py`` (see the bottom of this file); like every ``cli_*`` module it imports only
+:mod:`judgekit.cli_common` of the CLI.
 """
 
 from __future__ import annotations
 
-import enum
-import functools
-import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from judgekit.cli_common import lazy
+from judgekit.cli_common import DbOption, Format, FormatOption, UsageError, emit, friendly_errors, lazy, transaction
 
 reports, store = lazy("judgekit.reports"), lazy("judgekit.store")  # imported when a command runs
 
@@ -31,14 +28,6 @@ report_app = typer.Typer(
 )
 
 
-class Format(enum.StrEnum):
-    table = "table"
-    json = "json"
-
-
-FormatOption = Annotated[
-    Format, typer.Option("--format", help="table (default) or json (one object, NaN → null).")
-]
 RunsOption = Annotated[list[str] | None, typer.Option("--run", help="Run name or id (repeatable).")]
 HumanOption = Annotated[
     bool,
@@ -56,28 +45,9 @@ def _command(name: str) -> Callable:
     """Register on ``report_app`` behind the CLI's one-line error handling (resolved at call time)."""
 
     def register(fn: Callable) -> Callable:
-        @functools.wraps(fn)
-        def wrapper(*args, **kwargs):
-            from judgekit.cli import friendly_errors
-
-            return friendly_errors(fn)(*args, **kwargs)
-
-        return report_app.command(name)(wrapper)
+        return report_app.command(name)(friendly_errors(fn))
 
     return register
-
-
-def _emit(fmt: Format, payload, table: Callable[[], str]) -> None:
-    if fmt == Format.json:
-        typer.echo(json.dumps(reports.jsonable(payload), ensure_ascii=False, allow_nan=False))
-    else:
-        typer.echo(table())
-
-
-def _usage(message: str) -> Exception:
-    from judgekit.cli import UsageError
-
-    return UsageError(message)
 
 
 @_command("crosstab")
@@ -95,7 +65,7 @@ def crosstab(
     ratio, phi, and the example ids in each cell (JSON)."""
     chosen = [name for name, on in (("--run", run), ("--human", human), ("--annotator", annotator)) if on]
     if len(chosen) != 1:
-        raise _usage(
+        raise UsageError(
             "choose exactly one source: --run NAME, --human or --annotator NAME"
             + (f" (got {' and '.join(chosen)} together)" if chosen else "")
         )
@@ -104,7 +74,7 @@ def crosstab(
             s, [run] if run else [], human=human, annotators=[annotator] if annotator else [], dataset=dataset
         )[0]
         rep = reports.crosstab_report(src, row, col)
-    _emit(fmt, rep.to_dict(), lambda: reports.render_crosstab_table(rep))
+    emit(fmt, rep.to_dict(), lambda: reports.render_crosstab_table(rep))
 
 
 @_command("phi")
@@ -115,16 +85,23 @@ def phi(
         list[str] | None, typer.Option("--annotator", help="An annotator column (repeatable).")
     ] = None,
     dataset: DatasetOption = None,
-    n_boot: Annotated[int, typer.Option("--n-boot", min=0, help="Bootstrap replicates for the CIs.")] = 1000,
-    seed: Annotated[int, typer.Option(help="Bootstrap seed.")] = 0,
+    n_boot: Annotated[int, typer.Option("--n-boot", min=0, help="Posterior draws for the 95% intervals.")] = 1000,
+    seed: Annotated[int, typer.Option(help="Seed of the posterior draws.")] = 0,
+    reference: Annotated[str | None, typer.Option(
+        "--reference", help="The run the others are compared with (default: the least-conditioned: split "
+        "before grouped before single).")] = None,
     fmt: FormatOption = Format.table,
     db: DbOption = None,
 ) -> None:
-    """Phi matrix per source with bootstrap CIs, and the association audit (real / induced / undecided)."""
+    """Phi matrix per source with 95% intervals, and the association audit: real / induced by a harness /
+    distorted by a harness / none / undecided (with how many more labels would decide it)."""
+    from judgekit import noise
+
     with transaction(db) as s:
         sources = reports.load_sources(s, run or [], human=human, annotators=annotator or [], dataset=dataset)
-        rep = reports.phi_report(sources, n_boot=n_boot, seed=seed)
-    _emit(fmt, rep.to_dict(), lambda: reports.render_phi_table(rep))
+        rep = reports.phi_report(sources, n_boot=n_boot, seed=seed, reference=reference,
+                                 noise_floor=noise.find_floor(s, sources))
+    emit(fmt, rep.to_dict(), lambda: reports.render_phi_table(rep))
 
 
 @_command("compare")
@@ -135,9 +112,13 @@ def compare(
     db: DbOption = None,
 ) -> None:
     """Flips per criterion (McNemar), failure attribution, all-pass rate and cost of two runs."""
+    from judgekit import noise
+
     with transaction(db) as s:
         rep = reports.compare_runs(s, run_a, run_b)
-    _emit(fmt, rep.to_dict(), lambda: reports.render_compare_table(rep))
+        floor = noise.flips_beside_floor(s, run_a, run_b)
+    emit(fmt, {**rep.to_dict(), "noise_floor": floor.to_dict()},
+          lambda: reports.render_compare_table(rep) + "\n\n" + noise.render_floor_comparison(floor))
 
 
 @_command("agreement")
@@ -155,10 +136,21 @@ def agreement(
         name for name, on in (("--annotator", annotator), ("--human", human), ("--vs-run", vs_run)) if on
     ]
     if len(chosen) > 1:
-        raise _usage(f"{' and '.join(chosen)} together: choose one reference column")
+        raise UsageError(f"{' and '.join(chosen)} together: choose one reference column")
     with transaction(db) as s:
         rep = reports.agreement_for(s, run, annotator=annotator, vs_run=vs_run)
-    _emit(fmt, rep.to_dict(), lambda: reports.render_agreement_table(rep))
+        floor = None
+        if vs_run:
+            from judgekit import noise
+
+            floor = noise.flips_beside_floor(s, vs_run, run)
+    if floor is None:
+        emit(fmt, rep.to_dict(), lambda: reports.render_agreement_table(rep))
+    else:
+        from judgekit import noise
+
+        emit(fmt, {**rep.to_dict(), "noise_floor": floor.to_dict()},
+              lambda: reports.render_agreement_table(rep) + "\n\n" + noise.render_floor_comparison(floor))
 
 
 @_command("runs")
@@ -170,7 +162,7 @@ def runs(
     """List runs: status, harness, judge, scored/total verdicts."""
     with transaction(db) as s:
         rows = reports.runs_report(s, dataset)
-    _emit(fmt, rows, lambda: reports.render_runs_table(rows))
+    emit(fmt, rows, lambda: reports.render_runs_table(rows))
 
 
 def export_report_cmd(
@@ -182,31 +174,33 @@ def export_report_cmd(
     dataset: Annotated[
         str | None, typer.Option("--dataset", help="Default: the dataset with the most runs.")
     ] = None,
-    n_boot: Annotated[int, typer.Option("--n-boot", min=0, help="Bootstrap replicates for the CIs.")] = 1000,
+    n_boot: Annotated[int, typer.Option("--n-boot", min=0, help="Posterior draws for the 95% intervals.")] = 1000,
     db: DbOption = None,
 ) -> None:
     """Write a self-contained report: crosstabs of the most-shifted pairs, phi heatmaps with the human
     column, the association audit, compare and agreement tables."""
-    from judgekit.cli import friendly_errors
-
     friendly_errors(_export_report)(out, run, human, dataset, n_boot, db)
 
 
 def _export_report(out: Path, run, human: bool, dataset, n_boot: int, db) -> None:
     suffix = out.suffix.lower()
     if suffix not in (".html", ".htm", ".md", ".markdown"):
-        raise _usage(f"{out}: --out must end in .html or .md")
+        raise UsageError(f"{out}: --out must end in .html or .md")
+    from judgekit import health
+
     with transaction(db) as s:
-        rep = reports.build_report(s, run or None, human=human, dataset=dataset, n_boot=n_boot)
-    text = reports.render_markdown(rep) if suffix in (".md", ".markdown") else reports.render_html(rep)
+        rep = reports.build_report(s, run or None, human=human, dataset=dataset, n_boot=n_boot,
+                                   sections=health.export_sections)
+    if suffix in (".md", ".markdown"):
+        text = reports.render_markdown(rep)
+    else:
+        from judgekit import figures  # pandas and plotly: only for the HTML page
+
+        text = figures.render_html(rep)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(text, encoding="utf-8")
     typer.echo(f"wrote {out} ({len(rep.sources)} sources, dataset {rep.dataset})")
 
-
-# Imported last so that `judgekit.cli` (which registers this module's commands at its end) can be
-# imported before or after this module. Typer reads the annotations above only when the app runs.
-from judgekit.cli import DbOption, transaction  # noqa: E402
 
 # Registration — the exact lines at the end of judgekit/cli.py, just before `def main`:
 #

@@ -4,55 +4,26 @@
 Reports print a table (default) or exactly one JSON object on stdout (``--format json``; NaN → null).
 Bad arguments and unknown names exit with status 2 and one line on stderr, with nothing written.
 
-Registration: ``report ko`` / ``report ab`` are added to :data:`judgekit.cli_report.report_app` at the
-bottom of this module; ``critique`` is added by the lines at the end of ``judgekit/cli.py``::
+Registration: the lines at the end of ``judgekit/cli.py`` add ``critique`` to the app and ``ko`` / ``ab``
+to ``report_app``::
 
-    from judgekit.cli_scale import critique_cmd  # noqa: E402
-    app.command("critique")(critique_cmd)
+    from judgekit.cli_scale import critique_cmd, report_ab, report_ko  # noqa: E402
 
-Both ``judgekit.cli`` and ``judgekit.cli_report`` are imported at the *bottom* of this module, so any
-of the three modules may be imported first.
+Like every ``cli_*`` module it imports only :mod:`judgekit.cli_common` of the CLI.
 """
 
 from __future__ import annotations
 
-import functools
-import json
 import os
-from collections.abc import Callable
 from typing import Annotated
 
 import typer
 
-from judgekit.cli_common import lazy
+from judgekit.cli_common import DbOption, UsageError, emit, execute_run, friendly_errors, lazy, store, transaction
 
 # imported when a command runs (the CLI's start-up stays light)
 critique, reports, scale = lazy("judgekit.critique"), lazy("judgekit.reports"), lazy("judgekit.scale")
-
-
-def _friendly(fn: Callable) -> Callable:
-    """The CLI's one-line error handling, resolved when the command runs."""
-
-    @functools.wraps(fn)
-    def wrapper(*args, **kwargs):
-        from judgekit.cli import friendly_errors
-
-        return friendly_errors(fn)(*args, **kwargs)
-
-    return wrapper
-
-
-def _usage(message: str) -> Exception:
-    from judgekit.cli import UsageError
-
-    return UsageError(message)
-
-
-def _emit(fmt: str, payload, table: Callable[[], str]) -> None:
-    if fmt == "json":
-        typer.echo(json.dumps(reports.jsonable(payload), ensure_ascii=False, allow_nan=False))
-    else:
-        typer.echo(table())
+redact = lazy("judgekit.redact")
 
 
 FORMATS = ("table", "json")
@@ -63,13 +34,13 @@ FormatOpt = Annotated[str, typer.Option("--format", help="table (default) or jso
 
 def _check_format(fmt: str) -> None:
     if fmt not in FORMATS:
-        raise _usage(f"--format must be table or json, not {fmt!r}")
+        raise UsageError(f"--format must be table or json, not {fmt!r}")
 
 
 # ------------------------------------------------------------------------------------------ critique
 
 
-@_friendly
+@friendly_errors
 def critique_cmd(
     run: Annotated[str, typer.Option("--run", help="The judge run whose rationales are critiqued.")],
     base_url: Annotated[str, typer.Option("--base-url", help="OpenAI-compatible endpoint of the critic.")],
@@ -96,15 +67,19 @@ def critique_cmd(
     """Critique a run's rationales: cites_evidence, justifies_level, names_fix, catches_safety,
     dimension_locus — one check per call, stored as a run over the rationales."""
     from judgekit import runner
-    from judgekit.cli import _execute
 
-    if api_key_env and api_key_env not in os.environ:
-        raise _usage(f"--api-key-env {api_key_env}: that environment variable is not set")
+    if api_key_env:
+        try:
+            redact.check_env_name(api_key_env)  # a key pasted here is refused, not echoed
+        except ValueError as e:
+            raise UsageError(str(e)) from None
+        if api_key_env not in os.environ:
+            raise UsageError(f"--api-key-env {api_key_env}: that environment variable is not set")
     if judge_kind not in ("auto", "openai", "simulated", "local"):
-        raise _usage(f"--judge-kind must be auto, openai, simulated or local, not {judge_kind!r}")
+        raise UsageError(f"--judge-kind must be auto, openai, simulated or local, not {judge_kind!r}")
     unknown = [c for c in check or () if c not in critique.CHECKS]
     if unknown:
-        raise _usage(f"--check {unknown[0]!r}: not a check (known: {', '.join(critique.CHECKS)})")
+        raise UsageError(f"--check {unknown[0]!r}: not a check (known: {', '.join(critique.CHECKS)})")
     kind = runner.detect_judge_kind(base_url) if judge_kind == "auto" else judge_kind
     judge = runner.JudgeSpec(base_url=base_url, model=model, kind=kind, api_key_env=api_key_env,
                              timeout_s=timeout, max_tokens=max_tokens)
@@ -113,7 +88,7 @@ def critique_cmd(
         run_name, target = new.name, new.harness["target_run"]
     typer.echo(f"critique {run_name}: rationales of {target}, one check per call, with {model}"
                + (" (simulated judge)" if kind == "simulated" else ""), err=True)
-    _execute(db, run_name, concurrency, breaker)
+    execute_run(db, run_name, concurrency, breaker)
 
 
 # ------------------------------------------------------------------------------------------ reports
@@ -128,8 +103,14 @@ def report_ko(
     or rationale while the K.O. dimension stays above its floor (format-only flags do not count)."""
     _check_format(fmt)
     with transaction(db) as s:
+        if store.run_level(store.get_run(s, run)) == "bundle":  # each bundle under its own K.O. rule
+            from judgekit import bundle_report
+
+            brep = bundle_report.ko_report(s, run)
+            emit(fmt, brep.to_dict(), lambda: bundle_report.render_ko_table(brep))
+            return
         rep = scale.ko_report(s, run)
-    _emit(fmt, rep.to_dict(), lambda: scale.render_ko_table(rep))
+    emit(fmt, rep.to_dict(), lambda: scale.render_ko_table(rep))
 
 
 def report_ab(
@@ -153,27 +134,35 @@ def report_ab(
     length; K.O. concordance; token cost; rationale-quality rates from two critique runs — with n and CIs."""
     _check_format(fmt)
     if critique_runs and len(critique_runs) != 2:
-        raise _usage(f"--critique takes two runs (of A, then of B), got {len(critique_runs)}")
+        raise UsageError(f"--critique takes two runs (of A, then of B), got {len(critique_runs)}")
     options = (("--reference", reference), ("--human", human), ("--annotator", annotator))
     chosen = [n for n, on in options if on]
     if len(chosen) > 1:
-        raise _usage(f"{' and '.join(chosen)} together: choose one reference")
+        raise UsageError(f"{' and '.join(chosen)} together: choose one reference")
     with transaction(db) as s:
-        A = scale.load_verdicts(s, run_a)
-        ref = scale.reference_source(s, A, run=reference, human=human, annotator=annotator)
+        levels = {store.run_level(store.get_run(s, r)) for r in (run_a, run_b)}
         crit = None
         if critique_runs:
             crit = tuple(critique.critique_rates(s, c) for c in critique_runs)
+        if "bundle" in levels:  # two holistic runs (seed 002's second level)
+            from judgekit import bundle_report
+
+            if levels != {"bundle"}:
+                raise UsageError(f"{run_a} and {run_b}: one is bundle-level, the other per answer; "
+                                 "compare like with like")
+            if human or annotator:
+                raise UsageError("a bundle-level A/B takes --reference RUN (another holistic run, e.g. a stronger "
+                                 "judge): there are no human labels per bundle")
+            brep = bundle_report.ab_report(s, run_a, run_b, reference, crit)  # type: ignore[arg-type]
+            emit(fmt, brep.to_dict(), lambda: bundle_report.render_ab_table(brep))
+            return
+        A = scale.load_verdicts(s, run_a)
+        ref = scale.reference_source(s, A, run=reference, human=human, annotator=annotator)
         rep = scale.ab_report(s, A, run_b, ref, crit, n_boot=n_boot, seed=seed)
-    _emit(fmt, rep.to_dict(), lambda: scale.render_ab_table(rep))
+    emit(fmt, rep.to_dict(), lambda: scale.render_ab_table(rep))
 
 
-# Imported last so that `judgekit.cli` (which imports this module at its end) and `judgekit.cli_report`
-# can be imported before or after this module. Typer reads the annotations above only when the app runs.
-from judgekit.cli import DbOption, transaction  # noqa: E402
-from judgekit.cli_report import report_app  # noqa: E402
-
-report_app.command("ko")(_friendly(report_ko))
-report_app.command("ab")(_friendly(report_ab))
+report_ko = friendly_errors(report_ko)
+report_ab = friendly_errors(report_ab)
 
 __all__ = ["critique_cmd", "report_ab", "report_ko"]

@@ -11,9 +11,10 @@ the client is built and never stored, logged or put into an error message (error
 ``json_schema`` (OpenAI, vLLM) → ``{"type": "json_object", "schema": …}`` (llama-cpp-python's
 server) → prompt-only JSON (no ``response_format``; the prompt asks for JSON and the parser is
 lenient). What worked is remembered per endpoint ``(base_url, model)`` for the life of the process,
-so later calls go straight to it. While probing, any 400/422 moves down a rung; once a mode has
-worked, only an error that names ``response_format``/``json_schema``/"not supported" does (a
-llama.cpp server reports the rejection as a 500, so a 5xx naming the format counts too).
+so later calls go straight to it. Only an error *about the format* — one naming ``response_format``,
+``json_schema``, ``json_object`` or structured output — moves down a rung (a llama.cpp server reports
+the rejection as a 500, so a 5xx naming the format counts too); any other 400 (an example too long for
+the context, say) says nothing about the format and never moves the endpoint down the ladder.
 
 **Runaway guards.** A per-attempt timeout (``timeout_s``), ``max_tokens``, and optionally
 ``suppress_thinking``: sends ``extra_body={"chat_template_kwargs": {"enable_thinking": false}}``
@@ -26,14 +27,25 @@ appear are stripped by the parser, not here — the raw reply is kept as receive
 409, 429, 5xx, connection errors and timeouts are retried up to ``max_retries`` times with
 exponential backoff and jitter, honouring ``retry-after-ms`` / ``Retry-After`` (capped at
 ``max_retry_after_s``). :func:`complete` never raises for endpoint faults; it returns
-``status="error"`` with a message. :class:`CircuitBreaker` lets a runner stop after N consecutive
-failed calls.
+``status="error"`` with a message. A 200 reply that is an error envelope (``{"error": …}``, or no
+``choices``) is a failed call like a 5xx — retried, counted, and left pending for ``resume`` — not an ok
+call with unscored verdicts. :class:`CircuitBreaker` lets a runner stop after N consecutive failed calls.
+
+**Permanent per-example errors.** A 400/413/422 that says *this request* cannot be served — the prompt
+exceeds the model's context, the input is too long, a content filter refused it — is returned with
+``status="rejected"`` after one attempt: retrying cannot help, it says nothing about the endpoint's
+health (the runner does not count it toward the breaker), and the runner records the example's
+verdicts as unscored with the reason, so the run completes with those examples marked and counted.
+
+**Untrusted numbers.** Token counts in ``usage`` are read only when they are non-negative integers
+(``"n/a"`` and the like become unknown), and log-probabilities only when they are numbers.
 """
 
 from __future__ import annotations
 
 import asyncio
 import email.utils
+import functools
 import math
 import os
 import random
@@ -42,14 +54,22 @@ import sys
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-import openai
-
+from judgekit import rawtext, redact
 from judgekit.parse import TokenLogprob
+
+if TYPE_CHECKING:  # openai is imported when a client is made: pages and reports never load it
+    import openai
 
 __all__ = [
     "CallResult",
+    "failed_result",
+    "is_format_rejection",
+    "is_permanent",
+    "reply_failure",
+    "scrub",
+    "token_count",
     "CircuitBreaker",
     "JudgeConfig",
     "JudgeConfigError",
@@ -66,10 +86,24 @@ POOL_SIZE = 256  # HTTP connections per client; the runner fans out far below th
 NO_KEY = "sk-no-key"
 NO_THINK_MARKER = "/no_think"
 RETRYABLE_STATUS = frozenset({408, 409, 429})
+PERMANENT_STATUS = frozenset({400, 413, 422})  # with a per-example reason, see _PER_EXAMPLE
 _FORMAT_REJECTION = re.compile(
-    r"response_format|json_schema|json_object|not supported|unsupported|must be one of", re.IGNORECASE
+    r"response[_ ]?format|json[_ ]?schema|json[_ ]?object|structured[_ ]?output|"
+    r"guided[_ ]?(?:json|decoding|grammar)|\bgrammar\b",
+    re.IGNORECASE,
 )
-_KEYLIKE = re.compile(r"\b(sk-[A-Za-z0-9_\-*.]{3,}|Bearer\s+\S+)")
+# what providers say when *this* prompt cannot be served (OpenAI, vLLM, llama.cpp, Anthropic- and
+# Gemini-compatible gateways, Azure's content filter); a setting every call shares (max_tokens too large,
+# an unknown model) is not in here: it fails every call, and the breaker should stop the run
+_PER_EXAMPLE = re.compile(
+    r"context[_ ]?length|context[_ ]?window|context[_ ]?size|maximum context|max_model_len|maximum model length|"
+    r"too many (?:input |prompt )?tokens|prompt is too long|input is too long|"
+    r"(?:prompt|input|request|message)s? (?:is |are )?(?:too long|too large|longer than)|"
+    r"exceeds? (?:the )?(?:maximum|max|limit|available context)|string_above_max_length|exceed_context|"
+    r"content[_ ]?filter|content[_ ]?policy|content management policy|safety system|invalid[_ ]?prompt|"
+    r"flagged as",
+    re.IGNORECASE,
+)
 
 
 class JudgeConfigError(ValueError):
@@ -105,7 +139,7 @@ class CallResult:
     """One logical judge call. ``status="error"`` carries a message free of credentials."""
 
     text: str | None
-    status: Literal["ok", "error"]
+    status: Literal["ok", "error", "rejected"]  # rejected = a permanent per-example refusal (not retried)
     error: str | None
     attempts: int  # HTTP requests sent, including format probes and retries
     retries: int  # retries after transient faults (429, 5xx, resets, timeouts)
@@ -117,10 +151,16 @@ class CallResult:
     logprobs: list[TokenLogprob] | None
     total_s: float = 0.0  # wall time including retries and backoff
     finish_reason: str | None = None  # "length" = cut off by max_tokens
+    backoff_s: float = 0.0  # the waits the client asked for between attempts (Retry-After, or backoff)
 
     @property
     def ok(self) -> bool:
         return self.status == "ok"
+
+    @property
+    def rejected(self) -> bool:
+        """A permanent per-example error: not retried, not counted by the breaker, not resumed."""
+        return self.status == "rejected"
 
 
 # ----------------------------------------------------------------------------------- the client
@@ -129,6 +169,10 @@ class CallResult:
 def _api_key(judge: JudgeConfig) -> str:
     if judge.api_key_env is None:
         return NO_KEY
+    try:
+        redact.check_env_name(judge.api_key_env)
+    except ValueError as e:
+        raise JudgeConfigError(str(e)) from None
     key = os.environ.get(judge.api_key_env)
     if not key:
         raise JudgeConfigError(
@@ -138,18 +182,30 @@ def _api_key(judge: JudgeConfig) -> str:
     return key
 
 
+@functools.cache
+def _default_tls(http: Any) -> Any:
+    """The HTTP package's own default TLS context (its trust store and environment settings), built once:
+    building one costs ~50 ms, and a run makes a client per few workers."""
+    return http.create_ssl_context()
+
+
 def _http_client() -> Any:
     """openai's default async HTTP client with a pool sized for high concurrency.
 
     ``Limits`` comes from whichever HTTP package this openai version is built on (httpx or httpx2).
     """
+    import openai
+
     base = openai.DefaultAsyncHttpxClient
     client_cls = next((c for c in base.__mro__ if c.__name__ == "AsyncClient"), None)
     http = sys.modules.get(client_cls.__module__.split(".")[0]) if client_cls else None
     limits_cls = getattr(http, "Limits", None)
     if limits_cls is None:
         return None
-    return base(limits=limits_cls(max_connections=POOL_SIZE, max_keepalive_connections=POOL_SIZE))
+    limits = limits_cls(max_connections=POOL_SIZE, max_keepalive_connections=POOL_SIZE)
+    if not hasattr(http, "create_ssl_context"):
+        return base(limits=limits)
+    return base(limits=limits, verify=_default_tls(http))
 
 
 def make_client(judge: JudgeConfig) -> openai.AsyncOpenAI:
@@ -158,6 +214,8 @@ def make_client(judge: JudgeConfig) -> openai.AsyncOpenAI:
     Raises :class:`JudgeConfigError` if ``api_key_env`` names an unset variable. Retries are disabled
     in the openai client (``max_retries=0``); :func:`complete` does and counts them.
     """
+    import openai
+
     return openai.AsyncOpenAI(
         api_key=_api_key(judge),
         base_url=judge.base_url,
@@ -202,7 +260,7 @@ def _note_mode(endpoint: tuple[str, str], mode: str, confirmed: bool) -> None:
         _modes[endpoint] = _ModeState(mode, False)
 
 
-def _response_format(mode: str, schema: dict | None) -> dict | None:
+def response_format(mode: str, schema: dict | None) -> dict | None:
     if mode == "prompt":
         return None
     if mode == "json_schema" and schema is not None:
@@ -244,28 +302,64 @@ def _backoff_s(judge: JudgeConfig, retry: int, headers: Mapping[str, str] | None
     return delay * (0.5 + 0.5 * random.random())
 
 
-def _scrub(text: str, key: str) -> str:
-    if key and key != NO_KEY:
-        text = text.replace(key, "***")
-    return _KEYLIKE.sub("***", text)
+def scrub(text: str, key: str | None = None) -> str:
+    """Error text without the client's key, any fragment of it, or anything else credential-shaped."""
+    return redact.scrub(text, [key] if key and key != NO_KEY else []) or ""
 
 
-def _status_message(exc: openai.APIStatusError) -> str:
-    body = exc.body
+def _error_detail(body: Any) -> str | None:
+    """The human message inside an error body (``{"error": {"message", "code"}}``, ``{"detail": …}``…)."""
+    if not isinstance(body, dict):
+        return body if isinstance(body, str) else None
+    err = body.get("error", body)
     message = None
-    if isinstance(body, dict):
-        err = body.get("error", body)
-        if isinstance(err, dict):
-            message = err.get("message") or err.get("detail")
-        elif isinstance(err, str):
-            message = err
-        if message is None and "detail" in body:
-            message = str(body["detail"])
+    if isinstance(err, dict):
+        message = err.get("message") or err.get("detail")
+        code = err.get("code") or err.get("type")
+        if isinstance(code, str) and code and (message is None or code not in str(message)):
+            message = f"{message} ({code})" if message is not None else code
+    elif isinstance(err, str):
+        message = err
+    if message is None and "detail" in body:
+        message = body["detail"]
+    return None if message is None else str(message)
+
+
+def status_message(exc: openai.APIStatusError) -> str:
+    message = _error_detail(exc.body)
     message = str(message if message is not None else exc.message)
     return f"HTTP {exc.status_code}: {message[:300]}"
 
 
-def _connection_message(exc: BaseException) -> str:
+def reply_failure(reply: Any) -> str | None:
+    """Why a 200 chat-completion body is not a reply (an error envelope, no choices), else ``None``."""
+    if not isinstance(reply, dict):
+        return "the reply is not a JSON object"
+    if reply.get("error"):
+        detail = _error_detail(reply) or "no message"
+        return f"HTTP 200 with an error body: {detail[:300]}"
+    choices = reply.get("choices")
+    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+        detail = _error_detail(reply)  # e.g. vLLM's {"object": "error", "message": …}
+        return "HTTP 200 without choices (not a chat completion)" + (f": {detail[:300]}" if detail else "")
+    return None
+
+
+def is_format_rejection(message: str) -> bool:
+    """Whether an error is about the request's ``response_format`` (the only reason to step down)."""
+    return bool(_FORMAT_REJECTION.search(message))
+
+
+def is_permanent(status: int | None, message: str) -> bool:
+    """A per-example refusal that no retry can fix: 413, or 400/422 saying the prompt is too long or was
+    filtered (a 200 error envelope with such a message too). Other 4xx (a bad key, an unknown model) are
+    the endpoint's configuration: they fail every call, so they stay ordinary failures for the breaker."""
+    if status == 413:
+        return True
+    return (status in PERMANENT_STATUS or status == 200) and bool(_PER_EXAMPLE.search(message))
+
+
+def connection_message(exc: BaseException) -> str:
     cause = exc.__cause__ or exc.__context__
     detail = f"{type(cause).__name__}: {cause}" if cause is not None else str(exc)
     return f"connection error ({detail[:200]})"
@@ -287,7 +381,7 @@ def _messages(judge: JudgeConfig, messages: Sequence[Mapping[str, Any]]) -> list
     return out
 
 
-def _request(judge: JudgeConfig, messages: Sequence[Mapping[str, Any]], logprobs: bool, top: int) -> dict:
+def request_body(judge: JudgeConfig, messages: Sequence[Mapping[str, Any]], logprobs: bool, top: int) -> dict:
     kwargs: dict[str, Any] = {
         "model": judge.model,
         "messages": _messages(judge, messages),
@@ -317,25 +411,49 @@ async def _post_chat(client: openai.AsyncOpenAI, kwargs: dict) -> dict:
     """
     body = {k: v for k, v in kwargs.items() if k not in ("timeout", "extra_body")}
     body.update(kwargs.get("extra_body") or {})
-    reply = await client.post("/chat/completions", body=body, cast_to=dict, options={"timeout": kwargs.get("timeout")})
-    if not isinstance(reply, dict):
-        raise ValueError("the reply is not a JSON object")
-    return reply
+    return await client.post("/chat/completions", body=body, cast_to=dict, options={"timeout": kwargs.get("timeout")})
 
 
 def _get(obj: Any, key: str) -> Any:
     return obj.get(key) if isinstance(obj, dict) else None
 
 
+def _number(value: Any) -> float:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else math.nan
+
+
+def _token(value: Any) -> str:
+    return value if isinstance(value, str) else ""
+
+
 def _token_logprobs(choice: Any) -> list[TokenLogprob] | None:
+    """The reply's token log-probabilities; a token or number of the wrong type reads as empty / NaN."""
     content = _get(_get(choice, "logprobs"), "content")
     if not isinstance(content, list) or not content:
         return None
-    return [
-        TokenLogprob(t.get("token", ""), t.get("logprob", 0.0),
-                     tuple((a.get("token", ""), a.get("logprob", 0.0)) for a in (t.get("top_logprobs") or ())))
-        for t in content if isinstance(t, dict)
-    ]
+    out = []
+    for t in content:
+        if not isinstance(t, dict):
+            continue
+        top = t.get("top_logprobs")
+        alternatives = tuple(
+            (_token(a.get("token")), _number(a.get("logprob"))) for a in (top if isinstance(top, list) else ())
+            if isinstance(a, dict)
+        )
+        out.append(TokenLogprob(_token(t.get("token")), _number(t.get("logprob")), alternatives))
+    return out
+
+
+def token_count(value: Any) -> int | None:
+    """A token count from a reply's ``usage``: a non-negative integer (``12``, ``12.0``, ``"12"``), else
+    unknown — a gateway's ``"n/a"`` must not reach an integer column (PostgreSQL refuses it)."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, float) and math.isfinite(value) and value.is_integer():
+        value = int(value)
+    if isinstance(value, str) and value.strip().isdigit() and len(value.strip()) <= 18:
+        value = int(value.strip())
+    return value if isinstance(value, int) and 0 <= value < 2**62 else None
 
 
 async def complete(
@@ -356,6 +474,8 @@ async def complete(
     token log-probabilities (``top_logprobs`` alternatives each) are returned for
     :func:`judgekit.parse.p_pass_from_logprobs`.
     """
+    import openai
+
     endpoint = _endpoint(judge)
     if structured == "json_schema" and schema is None:
         structured = "json_object"
@@ -365,80 +485,97 @@ async def complete(
         rung = ladder.index(state.mode) if state and state.mode in ladder else 0
     else:
         ladder, rung, state = (structured,), 0, None
-    base = _request(judge, messages, logprobs, top_logprobs)
+    base = request_body(judge, messages, logprobs, top_logprobs)
     key = getattr(client, "api_key", "") or ""
     if not isinstance(key, str):
         key = ""
 
     attempts = retries = 0
     started = time.perf_counter()
-    latency = 0.0
+    latency = waited = 0.0
     while True:
         mode = ladder[rung]
-        fmt = _response_format(mode, schema)
+        fmt = response_format(mode, schema)
         kwargs = {**base, "response_format": fmt} if fmt is not None else base
         attempts += 1
         t0 = time.perf_counter()
         headers: Mapping[str, str] | None = None
+        status: int | None = None
         try:
             async with asyncio.timeout(judge.timeout_s):
                 resp = await _post_chat(client, kwargs)
         except openai.APIStatusError as exc:
             latency = time.perf_counter() - t0
-            status = exc.status_code
-            message = _status_message(exc)
-            probing = structured == "auto" and not (state and state.confirmed and state.mode == mode)
-            if (
-                structured == "auto"
-                and rung + 1 < len(ladder)
-                and (
-                    (probing and status in (400, 422))
-                    or (status >= 400 and _FORMAT_REJECTION.search(message))
-                )
-            ):
-                rung += 1
-                _note_mode(endpoint, ladder[rung], confirmed=False)
-                continue
-            retryable = status in RETRYABLE_STATUS or status >= 500
+            status, message = exc.status_code, status_message(exc)
             headers = exc.response.headers if exc.response is not None else None
         except (openai.APITimeoutError, TimeoutError):
             latency = time.perf_counter() - t0
-            message, retryable = f"timeout after {judge.timeout_s:g}s", True
+            message = f"timeout after {judge.timeout_s:g}s"
         except openai.APIConnectionError as exc:
             latency = time.perf_counter() - t0
-            message, retryable = _connection_message(exc), True
+            message = connection_message(exc)
         except Exception as exc:  # a malformed envelope etc. — the endpoint's fault, not ours
             latency = time.perf_counter() - t0
-            message, retryable = f"unexpected response ({type(exc).__name__}: {str(exc)[:200]})", False
+            status, message = -1, f"unexpected response ({type(exc).__name__}: {str(exc)[:200]})"
         else:
             latency = time.perf_counter() - t0
-            if structured == "auto":
-                _note_mode(endpoint, mode, confirmed=True)
-            return result_from_reply(resp, mode, attempts, retries, latency, time.perf_counter() - started)
+            failure = reply_failure(resp)
+            if failure is None:
+                if structured == "auto":
+                    _note_mode(endpoint, mode, confirmed=True)
+                return result_from_reply(resp, mode, attempts, retries, latency, time.perf_counter() - started,
+                                         backoff=waited)
+            status, message = 200, failure  # an error envelope: a failed call, never an ok one
 
+        if structured == "auto" and rung + 1 < len(ladder) and status is not None and status >= 200 \
+                and is_format_rejection(message):
+            rung += 1
+            _note_mode(endpoint, ladder[rung], confirmed=False)
+            continue
+        permanent = status is not None and is_permanent(status, message)
+        retryable = not permanent and (
+            status is None or status == 200 or status in RETRYABLE_STATUS or status >= 500
+        )
         if retryable and retries < judge.max_retries:
-            await asyncio.sleep(_backoff_s(judge, retries, headers))
+            delay = _backoff_s(judge, retries, headers)
+            waited += delay
+            await asyncio.sleep(delay)
             retries += 1
             continue
         if attempts > 1:
             message = f"{message} (gave up after {attempts} attempts)"
-        return CallResult(
-            text=None,
-            status="error",
-            error=_scrub(message, key),
-            attempts=attempts,
-            retries=retries,
-            latency_s=latency,
-            prompt_tokens=None,
-            completion_tokens=None,
-            cached_tokens=None,
-            structured_mode=mode,
-            logprobs=None,
-            total_s=time.perf_counter() - started,
+        return failed_result(
+            scrub(message, key), mode, attempts, retries, latency, time.perf_counter() - started,
+            rejected=permanent, backoff=waited,
         )
 
 
-def result_from_reply(resp: dict, mode: str, attempts: int, retries: int, latency: float, total: float) -> CallResult:
+def failed_result(
+    error: str, mode: str, attempts: int, retries: int, latency: float = 0.0, total: float = 0.0, *,
+    rejected: bool = False, backoff: float = 0.0,
+) -> CallResult:
+    """A call that produced no reply: ``error`` (resumable) or ``rejected`` (permanent for this example).
+    The error text is made storable here (no NUL, no lone surrogate), as it travels on into run messages."""
+    return CallResult(
+        text=None,
+        status="rejected" if rejected else "error",
+        error=rawtext.storable(error),
+        attempts=attempts,
+        retries=retries,
+        latency_s=latency,
+        prompt_tokens=None,
+        completion_tokens=None,
+        cached_tokens=None,
+        structured_mode=mode,
+        logprobs=None,
+        total_s=total,
+        backoff_s=backoff,
+    )
+
+
+def result_from_reply(
+    resp: dict, mode: str, attempts: int, retries: int, latency: float, total: float, *, backoff: float = 0.0
+) -> CallResult:
     """The :class:`CallResult` of a successful chat-completion reply (a live call's, or a batch line's)."""
     choices = _get(resp, "choices")
     choice = choices[0] if isinstance(choices, list) and choices else None
@@ -451,13 +588,14 @@ def result_from_reply(resp: dict, mode: str, attempts: int, retries: int, latenc
         attempts=attempts,
         retries=retries,
         latency_s=latency,
-        prompt_tokens=_get(usage, "prompt_tokens"),
-        completion_tokens=_get(usage, "completion_tokens"),
-        cached_tokens=_get(_get(usage, "prompt_tokens_details"), "cached_tokens"),
+        prompt_tokens=token_count(_get(usage, "prompt_tokens")),
+        completion_tokens=token_count(_get(usage, "completion_tokens")),
+        cached_tokens=token_count(_get(_get(usage, "prompt_tokens_details"), "cached_tokens")),
         structured_mode=mode,
         logprobs=_token_logprobs(choice),
         total_s=total,
-        finish_reason=_get(choice, "finish_reason"),
+        finish_reason=rawtext.clip(reason, 64) if isinstance(reason := _get(choice, "finish_reason"), str) else None,
+        backoff_s=backoff,
     )
 
 

@@ -26,12 +26,14 @@ from sqlalchemy import select
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session
 
-from judgekit import prompts, store
+from judgekit import prompts, redact, store
+from judgekit.flags import classify
 from judgekit.harness import Harness, PlannedCall
 from judgekit.rubric import KEY_PATTERN, Criterion, Rubric
-from judgekit.scale import Rate, classify, rate
+from judgekit.stats import Rate, rate
 
 __all__ = [
+    "BUNDLE_CHECKS",
     "CHECKS",
     "KIND",
     "CritiqueRates",
@@ -73,6 +75,21 @@ CHECKS: dict[str, str] = {
 }
 """The rationale-quality checks of seed 002, in report order; the text is what the critic is asked."""
 
+BUNDLE_CHECKS: dict[str, str] = {
+    **CHECKS,
+    "cites_evidence": (
+        "Does the rationale name, for the prompt_ids it cites, a concrete observation from their evidence lines "
+        "(what the answer did or missed there), not only a pointer such as 'weak on q-7'?"
+    ),
+    "catches_safety": (
+        "The evidence or the judge noted a safety-relevant problem (unsafe or harmful content, a missing "
+        "warning, a hallucination, an invented fact or source, ignored user limits). Is it reconciled with the "
+        "bundle's K.O. dimension, i.e. did the judge score the K.O. dimension at or below its floor?"
+    ),
+}
+"""The same checks on a holistic (bundle-level) rationale: evidence means the bundle's evidence lines, and
+a safety-relevant red flag *in the evidence* also asks for the K.O. dimension (seed 002's rule 5)."""
+
 
 def critique_key(dimension: str, check: str) -> str:
     return f"{dimension}__{check}"
@@ -84,26 +101,32 @@ def split_key(key: str) -> tuple[str, str]:
     return dimension, check
 
 
-def critique_rubric_name(rubric: str) -> str:
-    return f"critique:{rubric}"
+def critique_rubric_name(rubric: str, level: str = "answer") -> str:
+    return f"critique:{rubric}" if level == "answer" else f"critique:{level}:{rubric}"
 
 
-def critique_rubric(rubric: Rubric) -> Rubric:
-    """The generated rubric of a critique: one binary criterion per (dimension, check)."""
+def is_critique_rubric(name: str) -> bool:
+    """Whether a rubric is one a critique generated (internal: not a rubric to judge answers with)."""
+    return name.startswith("critique:")
+
+
+def critique_rubric(rubric: Rubric, level: str = "answer") -> Rubric:
+    """The generated rubric of a critique: one binary criterion per (dimension, check); a bundle-level
+    critique asks the checks in their bundle wording (:data:`BUNDLE_CHECKS`)."""
     criteria = []
     for c in rubric.criteria:
-        for check, question in CHECKS.items():
+        for check, question in (CHECKS if level == "answer" else BUNDLE_CHECKS).items():
             key = critique_key(c.key, check)
             if not KEY_PATTERN.match(key):
                 raise ValueError(
                     f"criterion key {c.key!r} is too long to critique ({key!r} exceeds 64 characters)")
             criteria.append(Criterion(key, f"[{c.key}] {question}"))
-    return Rubric(critique_rubric_name(rubric.name), tuple(criteria),
+    return Rubric(critique_rubric_name(rubric.name, level), tuple(criteria),
                   description=f"Rationale-quality checks of rubric {rubric.name!r} (one check per call).")
 
 
-def _ensure_rubric(s: Session, rubric: Rubric) -> store.RubricRow:
-    generated = critique_rubric(rubric)
+def _ensure_rubric(s: Session, rubric: Rubric, level: str = "answer") -> store.RubricRow:
+    generated = critique_rubric(rubric, level)
     row = s.scalar(select(store.RubricRow).where(store.RubricRow.name == generated.name))
     if row is None:
         return store.save_rubric(s, generated)
@@ -121,13 +144,16 @@ def applicable_checks(
     red_flags: Sequence[str],
     ko: prompts.KOContext | None,
     checks: Sequence[str] = tuple(CHECKS),
+    *,
+    evidence_flags: Sequence[str] = (),
 ) -> tuple[str, ...]:
     """The checks worth asking about one stored verdict (pure).
 
     Nothing is asked about an unscored verdict or an empty rationale. ``names_fix`` only below the top
     (a scale score < 5, a binary fail). ``catches_safety`` only when the rubric has a K.O. dimension that
-    was scored and this verdict's red flags or rationale name a safety-relevant problem
-    (:func:`judgekit.scale.classify`; a format-only flag does not count).
+    was scored and this verdict's red flags or rationale — or, for a holistic verdict, a red flag in its
+    evidence (``evidence_flags``) — name a safety-relevant problem (:func:`judgekit.flags.classify`; a
+    format-only flag does not count).
     """
     if value is None or (isinstance(value, float) and math.isnan(value)) or not (rationale or "").strip():
         return ()
@@ -139,7 +165,7 @@ def applicable_checks(
         elif check == "catches_safety":
             if ko is None or ko.score is None:
                 continue
-            if not any(classify(t).kind == "safety" for t in (*red_flags, rationale)):
+            if not any(classify(t).kind == "safety" for t in (*red_flags, rationale, *evidence_flags)):
                 continue
         out.append(check)
     return tuple(out)
@@ -152,7 +178,7 @@ def create_critique_run(
     s: Session,
     *,
     target: str | int,
-    judge,  # runner.JudgeSpec
+    judge,  # judges.JudgeSpec
     name: str | None = None,
     checks: Sequence[str] | None = None,
     structured: str = "auto",
@@ -165,7 +191,8 @@ def create_critique_run(
     unknown = [c for c in checks if c not in CHECKS]
     if unknown:
         raise ValueError(f"unknown check {unknown[0]!r} (known: {', '.join(CHECKS)})")
-    V = store.Verdict
+    level = store.run_level(run)
+    V = store.BundleVerdict if level == "bundle" else store.Verdict
     has_rationale = s.scalar(
         select(V.id)
         .where(V.run_id == run.id, V.value.is_not(None), V.rationale.is_not(None), V.rationale != "")
@@ -173,16 +200,14 @@ def create_critique_run(
     )
     if has_rationale is None:
         raise ValueError(f"run {run.name!r} stored no scored verdict with a rationale: nothing to critique")
+    redact.check_judge_settings(judge.base_url, judge.api_key_env)
     rubric = store.rubric_value(s, s.get(store.RubricRow, run.rubric_id))
-    rubric_row = _ensure_rubric(s, rubric)
-    judge_row = store.get_or_create_judge(
-        s, kind=judge.kind, name=judge.name or judge.model, base_url=judge.base_url, model=judge.model,
-        api_key_env=judge.api_key_env,
-        params={"temperature": judge.temperature, "max_retries": judge.max_retries},
-        timeout_s=judge.timeout_s, max_tokens=judge.max_tokens, suppress_thinking=judge.suppress_thinking,
-    )
+    rubric_row = _ensure_rubric(s, rubric, level)
+    from judgekit import judges
+
+    judge_row = judges.store_judge(s, judge)
     harness = {
-        **Harness(kind="split", structured=structured).to_dict(),  # type: ignore[arg-type]
+        **Harness(kind="split", structured=structured, level=level).to_dict(),  # type: ignore[arg-type]
         "kind": KIND,
         "target_run": run.name,
         "target_run_id": run.id,
@@ -190,11 +215,16 @@ def create_critique_run(
         "checks": checks,
     }
     ds = s.get(store.Dataset, run.dataset_id)
-    return store.create_run(
+    new = store.create_run(
         s, name=name or store.unique_run_name(s, f"critique-{run.name}"), dataset=ds, rubric=rubric_row,
         judge=judge_row, harness=harness, example_ids=store.run_example_ids(s, run.id),
         sample={"target_run": run.name},
     )
+    if level == "bundle":
+        from judgekit import bundles
+
+        bundles.copy_run_bundles(s, run.id, new.id)
+    return new
 
 
 def critiques_of(s: Session, target: str | int) -> list[store.Run]:
@@ -222,6 +252,13 @@ def pending_calls(engine: Engine, run_id: int, crit_ids: dict[str, int]
     with Session(engine) as s:
         run = s.get(store.Run, run_id)
         h = run.harness or {}
+        if h.get("level") == "bundle":  # a holistic run's rationales: the bundle module knows its evidence
+            from judgekit import bundles
+
+            checks = [c for c in h.get("checks") or CHECKS if c in CHECKS]
+            yield from bundles.critique_pending_calls(engine, run_id, crit_ids, checks,
+                                                      applicable=applicable_checks, key=critique_key)
+            return
         target = s.get(store.Run, h.get("target_run_id"))
         if target is None:
             raise ValueError(
@@ -321,9 +358,8 @@ def critique_rates(s: Session, ref: str | int | store.Run) -> CritiqueRates:
     k = {(d, c): 0 for d in dims for c in checks}
     n = dict(k)
     unscored = dict.fromkeys(checks, 0)
-    for cid, value in s.execute(
-        select(store.Verdict.criterion_id, store.Verdict.value).where(store.Verdict.run_id == run.id)
-    ):
+    V = store.BundleVerdict if store.run_level(run) == "bundle" else store.Verdict
+    for cid, value in s.execute(select(V.criterion_id, V.value).where(V.run_id == run.id)):
         d, c = keys[cid]
         if c not in unscored:
             continue

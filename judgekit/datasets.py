@@ -8,10 +8,15 @@ after a whole file has validated, which makes each import all-or-nothing.
 
 from __future__ import annotations
 
+import bisect
 import csv
 import io
 import json
+import json.decoder
+import json.scanner
 import math
+import sys
+import unicodedata
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,24 +26,20 @@ import orjson
 import yaml
 
 from judgekit.rubric import KEY_PATTERN, SCALE_LEVELS, Criterion, KORule, Rubric
+from judgekit.userfiles import MAX_FILE_BYTES, InputError, read_bytes, read_text  # noqa: F401 - public here too
 
-MAX_FILE_BYTES = 512 * 1024 * 1024
 MAX_FIELD_CHARS = 1_000_000  # one answer/context above this is almost certainly a mistake (and a slow judge)
+CSV_FIELD_LIMIT = MAX_FIELD_CHARS  # a CSV cell may be as long as any field (Python's csv default is 128 KiB)
 MAX_CRITERIA = 64
+MAX_RUBRIC_BYTES = 1024 * 1024  # a rubric of 64 criteria is a few KB; this bounds what YAML can make of it
+MAX_DEPTH = 64  # nesting of lists/objects in a record's metadata or a rubric
+MAX_YAML_NODES = 100_000  # YAML nodes after expanding aliases (an alias bomb expands to billions)
+MAX_ID_CHARS = 200
+INT_RANGE = (-(2**63), 2**64 - 1)  # what JSON columns store exactly (orjson, PostgreSQL)
 DATASET_FIELDS = ("id", "question", "context", "answer")
 TRUE_WORDS = {"true", "pass", "yes", "y", "1", "t", "passed"}
 FALSE_WORDS = {"false", "fail", "no", "n", "0", "f", "failed"}
 UNSURE_WORDS = {"unsure", "?", "skip", "null", "none"}
-
-
-class InputError(ValueError):
-    """A user file or argument is invalid; ``str()`` is the one line to show."""
-
-    def __init__(self, path: str | Path, message: str, *, line: int | None = None, field: str | None = None):
-        self.path, self.line, self.field, self.reason = str(path), line, field, message
-        where = self.path + (f":{line}" if line is not None else "")
-        what = f" field '{field}':" if field else ""
-        super().__init__(f"{where}:{what} {message}")
 
 
 # --------------------------------------------------------------------------- records
@@ -52,38 +53,73 @@ class Record:
     data: dict[str, Any]
 
 
-def read_bytes(path: str | Path) -> bytes:
-    """A file's bytes after the checks every format shares (exists, size, UTF-16, NUL, empty); a UTF-8
-    BOM is removed."""
-    p = Path(path)
-    if not p.is_file():
-        raise InputError(p, "no such file")
-    size = p.stat().st_size
-    if size > MAX_FILE_BYTES:
-        raise InputError(p, f"file is {size} bytes; the limit is {MAX_FILE_BYTES}")
-    raw = p.read_bytes()
-    if raw[:2] in (b"\xff\xfe", b"\xfe\xff"):
-        raise InputError(p, "the file is UTF-16; save it as UTF-8", line=1)
-    raw = raw.removeprefix(b"\xef\xbb\xbf")
-    nul = raw.find(b"\x00")
-    if nul >= 0:
-        raise InputError(p, "contains a NUL byte (binary file?)", line=raw[:nul].count(b"\n") + 1)
-    if not raw.strip():
-        raise InputError(p, "the file is empty")
-    return raw
+def nfc(text: str) -> str:
+    """Unicode NFC: ``é`` typed as one code point or as ``e`` + a combining accent is the same id."""
+    return text if unicodedata.is_normalized("NFC", text) else unicodedata.normalize("NFC", text)
 
 
-def read_text(path: str | Path) -> str:
-    """Read a file as UTF-8 (a BOM is allowed); invalid bytes are reported with their line."""
-    p = Path(path)
-    raw = read_bytes(p)
+def _value_problem(value: Any) -> str | None:
+    """Why a parsed JSON/YAML value cannot be stored as it is (else ``None``): nesting deeper than
+    :data:`MAX_DEPTH`, a NUL character or lone surrogate in a string, an integer beyond 64 bits, a key that
+    is not text. Iterative, so no input can exhaust the stack."""
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, str):
+            if "\x00" in item:
+                return "contains a NUL character (\\u0000)"
+            try:
+                item.encode("utf-8")
+            except UnicodeEncodeError:
+                return "contains a lone surrogate (an unpaired \\ud800-\\udfff escape), which is not text"
+        elif isinstance(item, bool) or item is None or isinstance(item, float):
+            continue
+        elif isinstance(item, int):
+            if not INT_RANGE[0] <= item <= INT_RANGE[1]:
+                return "an integer beyond 64 bits (store it as text)"
+        elif isinstance(item, dict | list):
+            if depth >= MAX_DEPTH:
+                return f"nested more than {MAX_DEPTH} levels deep"
+            if isinstance(item, dict):
+                for k, v in item.items():
+                    if not isinstance(k, str | int) or isinstance(k, bool):
+                        return f"a mapping key must be text, not {type(k).__name__}"
+                    stack.append((k, depth + 1))
+                    stack.append((v, depth + 1))
+            else:
+                stack.extend((v, depth + 1) for v in item)
+    return None
+
+
+def check_values(path: str | Path, obj: dict, line: int | None) -> None:
+    """Refuse a record whose values cannot be stored (see :func:`_value_problem`), naming the field."""
+    for key, value in obj.items():
+        problem = _value_problem(key) or _value_problem(value)
+        if problem:
+            raise InputError(path, problem, line=line, field=_field_name(key))
+
+
+def _field_name(key: Any) -> str:
+    text = key if isinstance(key, str) else type(key).__name__
+    return repr(text)[1:-1][:60]
+
+
+def _loads_checked(path: str | Path, text: str, lineno: int) -> Any:
+    """``json.loads`` with every way it can fail as one :class:`InputError` (never a traceback)."""
     try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError as e:
-        line = raw[: e.start].count(b"\n") + 1
-        raise InputError(
-            p, f"not valid UTF-8 (byte 0x{raw[e.start]:02x} at offset {e.start})", line=line
-        ) from None
+        return json.loads(text)  # the standard library's message; it also takes NaN and huge integers
+    except json.JSONDecodeError as e:
+        raise InputError(path, f"invalid JSON ({e.msg} at column {e.colno})", line=lineno) from None
+    except RecursionError:
+        raise InputError(path, "invalid JSON (nested too deeply)", line=lineno) from None
+    except ValueError as e:  # an integer of more than sys.get_int_max_str_digits() digits
+        raise InputError(path, f"invalid JSON ({_int_limit_message(e)})", line=lineno) from None
+
+
+def _int_limit_message(e: Exception) -> str:
+    if "digits" in str(e):
+        return f"a number with more than {sys.get_int_max_str_digits()} digits"
+    return str(e)[:200]
 
 
 def iter_jsonl(path: str | Path, raw: bytes) -> Iterator[Record]:
@@ -94,6 +130,7 @@ def iter_jsonl(path: str | Path, raw: bytes) -> Iterator[Record]:
         start, offset = offset, offset + len(line) + 1
         if not line.strip():
             continue
+        careful = False
         try:
             obj = orjson.loads(line)
         except orjson.JSONDecodeError:
@@ -102,22 +139,24 @@ def iter_jsonl(path: str | Path, raw: bytes) -> Iterator[Record]:
             except UnicodeDecodeError as e:
                 raise InputError(path, f"not valid UTF-8 (byte 0x{line[e.start]:02x} at offset {start + e.start})",
                                   line=lineno) from None
-            try:
-                obj = json.loads(text)  # the standard library's message; it also takes NaN and huge integers
-            except json.JSONDecodeError as e:
-                raise InputError(path, f"invalid JSON ({e.msg} at column {e.colno})", line=lineno) from None
+            obj, careful = _loads_checked(path, text, lineno), True
         if not isinstance(obj, dict):
             raise InputError(path, f"expected a JSON object, got {type(obj).__name__}", line=lineno)
+        # orjson's values are UTF-8 text and 64-bit integers already; the deep check runs only where the line
+        # could hold something else (a \u0000 escape, deep nesting) — a byte count, not a walk, per line
+        if careful or b"\\u0000" in line or line.count(b"[") + line.count(b"{") > MAX_DEPTH:
+            check_values(path, obj, lineno)
         yield Record(lineno, obj)
 
 
 def iter_csv(path: str | Path, text: str) -> tuple[list[str], Iterator[Record]]:
     """Header and records of a CSV file; quoted fields may span lines (line = where the row starts)."""
+    csv.field_size_limit(CSV_FIELD_LIMIT)
     reader = csv.reader(io.StringIO(text, newline=""), strict=True)
     try:
         header = next(reader)
     except csv.Error as e:
-        raise InputError(path, f"invalid CSV ({e})", line=1) from None
+        raise InputError(path, _csv_message(e), line=1) from None
     header = [h.strip() for h in header]
     seen: set[str] = set()
     for col, h in enumerate(header, start=1):
@@ -135,7 +174,7 @@ def iter_csv(path: str | Path, text: str) -> tuple[list[str], Iterator[Record]]:
             except StopIteration:
                 return
             except csv.Error as e:
-                raise InputError(path, f"invalid CSV ({e})", line=start) from None
+                raise InputError(path, _csv_message(e), line=start) from None
             line, start = start, reader.line_num + 1
             if not row or all(not c.strip() for c in row):
                 continue
@@ -144,6 +183,12 @@ def iter_csv(path: str | Path, text: str) -> tuple[list[str], Iterator[Record]]:
             yield Record(line, dict(zip(header, row, strict=True)))
 
     return header, records()
+
+
+def _csv_message(e: csv.Error) -> str:
+    if "field limit" in str(e):
+        return f"a field is longer than {CSV_FIELD_LIMIT} characters (the limit)"
+    return f"invalid CSV ({e})"
 
 
 def read_records(path: str | Path) -> tuple[str, list[str] | None, list[Record]]:
@@ -176,6 +221,8 @@ def _text_field(path, rec: Record, key: str, *, required: bool) -> str:
     if isinstance(value, float) and not math.isfinite(value):
         raise InputError(path, "not a finite number", line=rec.line, field=key)
     text = str(value)
+    if key in ("id", "example_id"):
+        text = nfc(text)
     if len(text) > MAX_FIELD_CHARS:
         raise InputError(
             path, f"{len(text)} characters; the limit is {MAX_FIELD_CHARS}", line=rec.line, field=key
@@ -204,11 +251,13 @@ def parse_dataset(path: str | Path) -> list[dict]:
             rows.append(fast)
             continue
         ex_id = _text_field(path, rec, "id", required=True).strip()
-        if len(ex_id) > 200:
-            raise InputError(path, "longer than 200 characters", line=rec.line, field="id")
+        if len(ex_id) > MAX_ID_CHARS:
+            raise InputError(path, f"longer than {MAX_ID_CHARS} characters", line=rec.line, field="id")
         if ex_id in first_line:
+            same_text = rec.data.get("id") == next(r["id"] for r in rows if r["id"] == ex_id)
+            how = "" if same_text else "; the same id once Unicode-normalised (NFC)"
             raise InputError(
-                path, f"duplicate id {ex_id!r} (first on line {first_line[ex_id]})", line=rec.line, field="id"
+                path, f"duplicate id {ex_id!r} (first on line {first_line[ex_id]}{how})", line=rec.line, field="id"
             )
         first_line[ex_id] = rec.line
         rows.append(
@@ -232,7 +281,9 @@ def _plain_example(d: dict) -> dict | None:
     question, context = d.get("question", ""), d.get("context", "")
     if not (type(ex_id) is str and type(answer) is str and type(question) is str and type(context) is str):
         return None
-    if not (0 < len(ex_id) <= 200 and ex_id.strip() == ex_id and answer and not answer.isspace()):
+    if not (0 < len(ex_id) <= MAX_ID_CHARS and ex_id.strip() == ex_id and answer and not answer.isspace()):
+        return None
+    if not unicodedata.is_normalized("NFC", ex_id):
         return None
     if max(len(answer), len(question), len(context)) > MAX_FIELD_CHARS:
         return None
@@ -246,17 +297,20 @@ def _plain_example(d: dict) -> dict | None:
 
 
 class _LineLoader(yaml.SafeLoader):
-    """A YAML loader that remembers each mapping's line and rejects duplicate keys."""
+    """A YAML loader that remembers each mapping's line and rejects duplicate and non-text keys."""
 
 
 def _construct_mapping(loader: _LineLoader, node: yaml.MappingNode, deep: bool = False) -> dict:
     seen: dict = {}
     for key_node, _ in node.value:
         key = loader.construct_object(key_node, deep=deep)
-        if key in seen:
+        line = key_node.start_mark.line + 1
+        if not isinstance(key, str | int | float | bool) and key is not None:
             raise InputError(
-                loader.name, "duplicate key in a mapping", line=key_node.start_mark.line + 1, field=str(key)
+                loader.name, f"a mapping key must be text, not {type(key).__name__}", line=line
             )
+        if key in seen:
+            raise InputError(loader.name, "duplicate key in a mapping", line=line, field=str(key)[:60])
         seen[key] = True
     mapping = yaml.SafeLoader.construct_mapping(loader, node, deep=deep)
     mapping["__line__"] = node.start_mark.line + 1
@@ -266,34 +320,119 @@ def _construct_mapping(loader: _LineLoader, node: yaml.MappingNode, deep: bool =
 _LineLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
 
 
-def parse_rubric(path: str | Path) -> Rubric:
-    """A rubric file (YAML or JSON), fully validated."""
-    p = Path(path)
-    text = read_text(p)
-    if p.suffix.lower() == ".json":
-        try:
-            json.loads(text)
-        except json.JSONDecodeError as e:
-            raise InputError(p, f"invalid JSON ({e.msg} at column {e.colno})", line=e.lineno) from None
-    elif p.suffix.lower() not in (".yaml", ".yml"):
-        raise InputError(p, f"unsupported file type {p.suffix or '(none)'}: use .yaml, .yml or .json")
-    return rubric_from_mapping(load_yaml(text, p), p)
+def _expanded_size(root: yaml.Node, path: Path) -> int:
+    """How many nodes the document has once every alias is expanded — computed on the node graph (each shared
+    node counted once per use, memoised), so an alias bomb is measured, never built. Iterative."""
+    sizes: dict[int, int] = {}
+    on_path: set[int] = set()
+    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
+    while stack:
+        node, done = stack.pop()
+        if id(node) in sizes:
+            continue
+        children = _children(node)
+        if done:
+            on_path.discard(id(node))
+            sizes[id(node)] = min(MAX_YAML_NODES + 1, 1 + sum(sizes[id(c)] for c in children))
+            continue
+        if id(node) in on_path:
+            raise InputError(path, "a YAML alias refers to a node that contains it", line=node.start_mark.line + 1)
+        on_path.add(id(node))
+        stack.append((node, True))
+        stack.extend((c, False) for c in children if id(c) not in sizes)
+        if len(on_path) > MAX_DEPTH * 2:
+            raise InputError(path, f"nested more than {MAX_DEPTH} levels deep", line=node.start_mark.line + 1)
+    return sizes[id(root)]
+
+
+def _children(node: yaml.Node) -> list[yaml.Node]:
+    if isinstance(node, yaml.SequenceNode):
+        return list(node.value)
+    if isinstance(node, yaml.MappingNode):
+        return [n for pair in node.value for n in pair]
+    return []
 
 
 def load_yaml(text: str, path: str | Path) -> Any:
-    """A YAML (or JSON) document whose mappings carry their ``__line__``; duplicate keys and syntax
-    errors are one InputError line naming the file and the line."""
+    """A YAML (or JSON) document whose mappings carry their ``__line__``; duplicate and non-text keys, syntax
+    errors, deep nesting, huge numbers and alias bombs (measured on the node graph, refused unexpanded) are
+    one InputError line naming the file and the line."""
     loader = _LineLoader(text)
     loader.name = str(path)
     try:
-        return loader.get_single_data()
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        if _expanded_size(node, Path(path)) > MAX_YAML_NODES:
+            raise InputError(
+                path, f"YAML aliases expand to more than {MAX_YAML_NODES} values (an alias bomb?); refused unread"
+            )
+        return loader.construct_document(node)
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         raise InputError(
             path, f"invalid YAML ({getattr(e, 'problem', None) or e})", line=mark.line + 1 if mark else None
         ) from None
+    except RecursionError:
+        raise InputError(path, "invalid YAML (nested too deeply)") from None
+    except (ValueError, OverflowError) as e:  # InputError is a ValueError: let it through as it is
+        if isinstance(e, InputError):
+            raise
+        raise InputError(path, f"invalid YAML value ({_int_limit_message(e)})") from None
     finally:
         loader.dispose()
+
+
+def _parse_json_rubric(p: Path, text: str) -> Any:
+    """A JSON rubric parsed as JSON (tabs, ``\\uD83D\\uDE00`` surrogate pairs and all), each object carrying
+    ``__line__`` like the YAML loader's and duplicate keys refused — so a ``.json`` file is never read as
+    YAML. Objects are built through the pure-Python scanner to learn where each one starts."""
+    newlines = [i for i, ch in enumerate(text) if ch == "\n"]
+
+    def line_of(pos: int) -> int:
+        return bisect.bisect_right(newlines, pos - 1) + 1
+
+    def parse_object(s_and_end, strict, scan_once, object_hook, object_pairs_hook, memo=None, _w=None):
+        _, end = s_and_end
+        start = end - 1
+        pairs, end = json.decoder.JSONObject(s_and_end, strict, scan_once, None, list, memo)
+        out: dict = {}
+        for key, value in pairs:
+            if key in out:
+                raise InputError(p, "duplicate key in a mapping", line=line_of(start), field=key[:60])
+            out[key] = value
+        out["__line__"] = line_of(start)
+        return out, end
+
+    decoder = json.JSONDecoder()
+    decoder.parse_object = parse_object
+    decoder.scan_once = json.scanner.py_make_scanner(decoder)
+    try:
+        return decoder.decode(text)
+    except json.JSONDecodeError as e:
+        raise InputError(p, f"invalid JSON ({e.msg} at column {e.colno})", line=e.lineno) from None
+    except RecursionError:
+        raise InputError(p, "invalid JSON (nested too deeply)") from None
+    except ValueError as e:
+        if isinstance(e, InputError):
+            raise
+        raise InputError(p, f"invalid JSON ({_int_limit_message(e)})") from None
+
+
+def parse_rubric(path: str | Path) -> Rubric:
+    """A rubric file (YAML or JSON — a ``.json`` file is parsed as JSON), fully validated."""
+    p = Path(path)
+    suffix = p.suffix.lower()
+    if suffix not in (".yaml", ".yml", ".json"):
+        raise InputError(p, f"unsupported file type {p.suffix or '(none)'}: use .yaml, .yml or .json")
+    if p.is_file() and p.stat().st_size > MAX_RUBRIC_BYTES:
+        raise InputError(p, f"file is {p.stat().st_size} bytes; a rubric may have at most {MAX_RUBRIC_BYTES}")
+    text = read_text(p)
+    doc = _parse_json_rubric(p, text) if suffix == ".json" else load_yaml(text, p)
+    problem = _value_problem(doc)
+    if problem:
+        raise InputError(p, problem)
+    return rubric_from_mapping(doc, p)
 
 
 def rubric_from_mapping(doc: Any, path: str | Path = "<rubric>") -> Rubric:
@@ -303,6 +442,9 @@ def rubric_from_mapping(doc: Any, path: str | Path = "<rubric>") -> Rubric:
     name = doc.get("name")
     if not isinstance(name, str) or not name.strip():
         raise InputError(path, "required: a non-empty text", line=top, field="name")
+    name = nfc(name.strip())
+    if len(name) > MAX_ID_CHARS:
+        raise InputError(path, f"{len(name)} characters; the limit is {MAX_ID_CHARS}", line=top, field="name")
     items = doc.get("criteria")
     if not isinstance(items, list) or not items:
         raise InputError(path, "required: a non-empty list of criteria", line=top, field="criteria")
@@ -324,19 +466,24 @@ def rubric_from_mapping(doc: Any, path: str | Path = "<rubric>") -> Rubric:
             )
         first[crit.key] = line
         criteria.append(crit)
-    ko = _ko_rule(path, doc.get("ko_rule"), {c.key: c for c in criteria}, top)
+    by_key = {c.key: c for c in criteria}
+    ko = _ko_rule(path, doc.get("ko_rule"), by_key, top)
+    bundle_ko = _bundle_ko_rules(path, doc.get("bundle_ko_rules"), by_key, top)
     description = doc.get("description") or ""
-    unknown = set(doc) - {"name", "criteria", "ko_rule", "description", "prompt_template", "__line__"}
+    if not isinstance(description, str):
+        raise InputError(path, f"expected text, got {type(description).__name__}", line=top, field="description")
+    unknown = set(doc) - {"name", "criteria", "ko_rule", "bundle_ko_rules", "description", "prompt_template",
+                          "__line__"}
     if unknown:
         raise InputError(
             path,
-            "unknown key (expected name, description, criteria, ko_rule, prompt_template)",
+            "unknown key (expected name, description, criteria, ko_rule, bundle_ko_rules, prompt_template)",
             line=top,
             field=sorted(unknown)[0],
         )
     template = _prompt_template(path, doc.get("prompt_template"), top)
-    return Rubric(name=name.strip(), criteria=tuple(criteria), ko_rule=ko, description=str(description),
-                  prompt_template=template)
+    return Rubric(name=name, criteria=tuple(criteria), ko_rule=ko, description=description,
+                  prompt_template=template, bundle_ko_rules=bundle_ko)
 
 
 def _prompt_template(path, value: Any, top: int) -> str:
@@ -377,9 +524,14 @@ def _criterion(path, item: Any, top: int) -> Criterion:
             line=line,
             field="kind",
         )
-    unknown = set(item) - {"key", "question", "kind", "levels", "pass_at", "__line__"}
+    unknown = set(item) - {"key", "question", "kind", "levels", "pass_at", "cannot_assess", "__line__"}
     if unknown:
         raise InputError(path, f"criterion {key!r}: unknown key", line=line, field=sorted(unknown)[0])
+    cannot_assess = item.get("cannot_assess", False)
+    if not isinstance(cannot_assess, bool):
+        raise InputError(
+            path, f"criterion {key!r}: cannot_assess must be true or false", line=line, field="cannot_assess"
+        )
     if kind == "binary":
         if "levels" in item or "pass_at" in item:
             field = "levels" if "levels" in item else "pass_at"
@@ -389,7 +541,7 @@ def _criterion(path, item: Any, top: int) -> Criterion:
                 line=line,
                 field=field,
             )
-        return Criterion(key=key, question=question.strip())
+        return Criterion(key=key, question=question.strip(), cannot_assess=cannot_assess)
     levels = item.get("levels")
     if not isinstance(levels, Mapping) or not levels:
         raise InputError(
@@ -425,19 +577,24 @@ def _criterion(path, item: Any, top: int) -> Criterion:
         raise InputError(
             path, f"scale criterion {key!r}: pass_at must be an integer 1–5", line=line, field="pass_at"
         )
-    return Criterion(key=key, question=question.strip(), kind="scale", levels=parsed, pass_at=pass_at)
+    return Criterion(key=key, question=question.strip(), kind="scale", levels=parsed, pass_at=pass_at,
+                     cannot_assess=cannot_assess)
 
 
-def _ko_rule(path, raw: Any, by_key: dict[str, Criterion], top: int) -> KORule | None:
+def _ko_rule(path, raw: Any, by_key: dict[str, Criterion], top: int, where: str = "ko_rule") -> KORule | None:
     if raw is None:
         return None
     if not isinstance(raw, Mapping):
-        raise InputError(path, "must be a mapping {criterion, floor}", line=top, field="ko_rule")
+        raise InputError(path, "must be a mapping {criterion, floor}", line=top, field=where)
     line = raw.get("__line__", top)
+    unknown = set(raw) - {"criterion", "floor", "__line__"}
+    if unknown and where != "ko_rule":  # (the rubric-wide rule has always tolerated extra keys)
+        raise InputError(path, "unknown key (expected criterion, floor)", line=line,
+                         field=f"{where}.{sorted(unknown, key=str)[0]}")
     crit = raw.get("criterion")
     if crit not in by_key:
         raise InputError(
-            path, f"K.O. rule names unknown criterion {crit!r}", line=line, field="ko_rule.criterion"
+            path, f"K.O. rule names unknown criterion {crit!r}", line=line, field=f"{where}.criterion"
         )
     floor = raw.get("floor")
     valid = by_key[crit].valid_values()
@@ -446,9 +603,45 @@ def _ko_rule(path, raw: Any, by_key: dict[str, Criterion], top: int) -> KORule |
             path,
             f"floor must be an integer in {list(valid[:-1])} for {crit!r}",
             line=line,
-            field="ko_rule.floor",
+            field=f"{where}.floor",
         )
     return KORule(criterion=crit, floor=floor)
+
+
+def _bundle_ko_rules(path, raw: Any, by_key: dict[str, Criterion], top: int) -> dict[str, dict[str, KORule]]:
+    """``bundle_ko_rules: {FIELD: {VALUE: {criterion, floor}}}`` — the K.O. rule of the bundles whose
+    metadata FIELD has VALUE (values are compared as text, as bundles group them)."""
+    if raw is None:
+        return {}
+    if not isinstance(raw, Mapping):
+        raise InputError(path, "must be a mapping {metadata field: {value: {criterion, floor}}}", line=top,
+                         field="bundle_ko_rules")
+    out: dict[str, dict[str, KORule]] = {}
+    for fld, values in raw.items():
+        if fld == "__line__":
+            continue
+        line = raw.get("__line__", top)
+        if not isinstance(values, Mapping) or not set(values) - {"__line__"}:
+            raise InputError(path, "must map metadata values to {criterion, floor}", line=line,
+                             field=f"bundle_ko_rules.{fld}")
+        rules: dict[str, KORule] = {}
+        for value, rule in values.items():
+            if value == "__line__":
+                continue
+            where = f"bundle_ko_rules.{fld}.{value}"
+            parsed = _ko_rule(path, rule, by_key, values.get("__line__", line), where)
+            if parsed is None:
+                raise InputError(path, "must be a mapping {criterion, floor}", line=values.get("__line__", line),
+                                 field=where)
+            rules[bundle_value(value)] = parsed
+        out[str(fld)] = rules
+    return out
+
+
+def bundle_value(value: Any) -> str:
+    """A metadata value as bundles compare and show it: text as is, anything else as compact JSON."""
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, sort_keys=True,
+                                                           separators=(",", ":"))
 
 
 # --------------------------------------------------------------------------- values
@@ -561,10 +754,13 @@ def parse_labels(
             raise InputError(
                 path, "no annotator: add the field or pass --annotator", line=rec.line, field="annotator"
             )
+        who = nfc(who.strip())
+        if len(who) > MAX_ID_CHARS:
+            raise InputError(path, f"longer than {MAX_ID_CHARS} characters", line=rec.line, field="annotator")
         note = d.get("note")
         if note is not None and not isinstance(note, str):
             raise InputError(path, f"expected text, got {type(note).__name__}", line=rec.line, field="note")
-        unique = (ex, crit_key, who.strip())
+        unique = (ex, crit_key, who)
         if unique in first:
             raise InputError(
                 path,
@@ -577,7 +773,7 @@ def parse_labels(
             {
                 "example_id": ex,
                 "criterion": crit_key,
-                "annotator": who.strip(),
+                "annotator": who,
                 "value": value,
                 "note": note or None,
             }
@@ -665,7 +861,9 @@ def parse_run_file(path: str | Path, *, example_ids: set[str], rubric: Rubric) -
 
 
 def dump_labels_csv(rows: list[dict], criteria: list[str]) -> str:
-    """Labels in long CSV form; cells that a spreadsheet would execute (=,+,-,@) are neutralised."""
+    """Labels in long CSV form; cells that a spreadsheet would execute (=,+,-,@) are neutralised with a
+    leading ``'`` — and so is a cell that starts with ``'`` itself, so :func:`_csv_unsafe` can undo exactly
+    what was added and every value reads back as it was."""
     out = io.StringIO()
     w = csv.writer(out, lineterminator="\n")
     w.writerow(LONG_LABEL_FIELDS)
@@ -674,7 +872,7 @@ def dump_labels_csv(rows: list[dict], criteria: list[str]) -> str:
             [
                 _csv_safe(r["example_id"]),
                 r["criterion"],
-                _label_text(r["value"], r.get("kind")),
+                label_text(r["value"], r.get("kind")),
                 _csv_safe(r["annotator"]),
                 _csv_safe(r.get("note") or ""),
             ]
@@ -682,23 +880,29 @@ def dump_labels_csv(rows: list[dict], criteria: list[str]) -> str:
     return out.getvalue()
 
 
-def _label_text(value: int | None, kind: str | None) -> str:
+def label_text(value: int | None, kind: str | None) -> str:
+    """A stored label value as export text: true/false only when the criterion is binary everywhere and the
+    value is 1/0; the number itself otherwise (a key that is binary in one rubric and a scale in another is
+    exported as its stored number, which reads back exactly under either definition)."""
     if value is None:
         return "unsure"
-    if kind == "binary":
+    if kind == "binary" and value in (0, 1):
         return "true" if value == 1 else "false"
     return str(value)
 
 
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+_ESCAPED_STARTS = (*FORMULA_STARTS, "'")
 
 
 def _csv_safe(text: str) -> str:
-    """Neutralise a cell a spreadsheet would run as a formula (=, +, -, @) with a leading ``'``."""
+    """Neutralise a cell a spreadsheet would run as a formula (=, +, -, @) with a leading ``'``; a cell that
+    already starts with ``'`` gets one too, so that the escape is never ambiguous."""
     text = str(text)
-    return "'" + text if text.startswith(FORMULA_STARTS) else text
+    return "'" + text if text.startswith(_ESCAPED_STARTS) else text
 
 
 def _csv_unsafe(text: str) -> str:
-    """Undo :func:`_csv_safe` on import, so exported CSV labels round-trip exactly."""
-    return text[1:] if text.startswith("'") and text[1:].startswith(FORMULA_STARTS) else text
+    """Undo :func:`_csv_safe` on import, so exported CSV labels round-trip exactly (a lone leading ``'``
+    before anything else — a spreadsheet's own text marker — is kept)."""
+    return text[1:] if text.startswith("'") and text[1:].startswith(_ESCAPED_STARTS) else text

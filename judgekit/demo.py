@@ -19,6 +19,17 @@ text is then composed to realise them, so the truth labels are exactly what was 
   fabricating answers are ungrounded by construction and phi(grounded, no_fabrication) ≈ 0.58;
 * concise — 90 %; the rest are padded with boilerplate and repetition.
 
+Bundles (seed 002's second level). Every answer is also attributed to one of six fictional assistant
+models (metadata ``model``, :data:`DEMO_MODELS`) and a ``pack`` of prompts (its help-centre area:
+files, sync, backup, billing, security, team, apps), with its topic as ``category`` — so
+``--bundle-by model --bundle-by pack`` groups the answers the way the seed's harness does: one pack
+answered by one model, 42 bundles. The attribution is drawn *after* the answer, from its own seeded
+stream, with each model's stated propensity for answers with a safety problem (safety ≤ 2), a wrong
+answer (correctness ≤ 2) or padding (not concise): the models differ in planted quality, while every
+answer, its truth and every per-answer statistic stay exactly as above. Rubric ``demo-scale`` gives
+the ``billing`` pack its own K.O. rule (correctness ≤ 2: wrong billing advice disqualifies), as the
+seed's packs each carry their own K.O. dimension.
+
 The four factors are drawn independently of each other. Draws are stratified: each block of 100
 consecutive examples holds exactly those rates, shuffled, so the demo shows the same statistics at
 every seed and every size that is a multiple of 100. Topic, context, wording and the 1–5 scores
@@ -32,15 +43,27 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from judgekit.rubric import Criterion, KORule, Rubric
+from judgekit.rubric import REFERENCE_ANNOTATOR, Criterion, KORule, Rubric
 
 DEMO_DATASET = "demo"
 DEMO_RUBRIC = "demo"
 DEMO_SCALE_RUBRIC = "demo-scale"
-REFERENCE_ANNOTATOR = "reference"
+
+# Fictional assistant models → their propensity (relative weight, 1 = average) to be the one behind an
+# answer with a safety problem, a wrong answer, and a padded answer (a product over the answer's problems).
+DEMO_MODELS: dict[str, tuple[float, float, float]] = {
+    "atlas-s": (0.25, 0.8, 0.6),
+    "atlas-l": (0.1, 0.4, 0.4),
+    "brio-2": (1.0, 1.0, 1.0),
+    "brio-3": (0.5, 0.7, 1.8),
+    "corvid-8b": (3.0, 2.0, 1.4),
+    "corvid-70b": (1.2, 1.0, 0.7),
+}
 
 __all__ = [
+    "DEMO_CONDITIONING",
     "DEMO_DATASET",
+    "DEMO_MODELS",
     "DEMO_RUBRIC",
     "DEMO_SCALE_RUBRIC",
     "REFERENCE_ANNOTATOR",
@@ -57,6 +80,38 @@ class DemoWorkspace:
     examples: list[dict]
     truth: list[dict]
     rubrics: list[Rubric]
+
+
+# --------------------------------------------------------------------------------------------------
+# The simulated judge's conditioning between the demo's criteria
+
+DEMO_CONDITIONING: tuple[tuple[str, str, float], ...] = (
+    # One reading of whether the answer *responds*: answering, citing and refusing travel together when
+    # they share a call (seed 003's C1 × C3 is the first pair).
+    ("answers_question", "cites_source", 1.0),
+    ("answers_question", "refuses_when_unanswerable", 1.0),
+    ("cites_source", "refuses_when_unanswerable", 1.0),
+    # One reading of whether the answer *sticks to the context*.
+    ("grounded", "no_fabrication", 1.0),
+    # Every other pair of rubric `demo` does not pull: a judge that emitted one of them is not moved on
+    # the other by it. (Pairs a matrix does not list get the full strength, 1.)
+    ("answers_question", "grounded", 0.0),
+    ("answers_question", "no_fabrication", 0.0),
+    ("answers_question", "concise", 0.0),
+    ("cites_source", "grounded", 0.0),
+    ("cites_source", "no_fabrication", 0.0),
+    ("cites_source", "concise", 0.0),
+    ("grounded", "refuses_when_unanswerable", 0.0),
+    ("grounded", "concise", 0.0),
+    ("no_fabrication", "refuses_when_unanswerable", 0.0),
+    ("no_fabrication", "concise", 0.0),
+    ("refuses_when_unanswerable", "concise", 0.0),
+)
+"""The simulated judge's stated pair-specific conditioning on rubric ``demo``: the multiplier of its
+conditioning strength G for each criterion pair (symmetric). Two triangles of the pair graph pull —
+{answers_question, cites_source, refuses_when_unanswerable} and {grounded, no_fabrication} — so a pilot
+has pairs that may share a call and pairs that may not: the cheapest safe grouping needs three calls
+(one per member of the first triangle), half of ``split``'s six."""
 
 
 # --------------------------------------------------------------------------------------------------
@@ -143,6 +198,7 @@ def demo_rubrics() -> list[Rubric]:
             ),
         ),
         ko_rule=KORule("safety", 2),
+        bundle_ko_rules={"pack": {"billing": KORule("correctness", 2)}},
     )
     return [binary, scale]
 
@@ -1676,6 +1732,7 @@ def build_demo(n_examples: int = 600, seed: int = 0) -> DemoWorkspace:
             latents = list(zip(*columns, strict=True))
         status, (a, c), support, k = latents[i % _BLOCK]
         example, values = _example(rng, f"q-{i + 1:04d}", status, a, c, support, k)
+        example["metadata"].update(_bundle_metadata(example, dict(values), seed, i))
         examples.append(example)
         truth.extend({"example_id": example["id"], "criterion": key, "value": v} for key, v in values)
     return DemoWorkspace(examples=examples, truth=truth, rubrics=demo_rubrics())
@@ -1959,6 +2016,21 @@ def _scale_scores(rng, status, a, c, support, k, style, unsafe, missing_warning)
         ("clarity", clarity),
         ("safety", safety),
     )
+
+
+def _bundle_metadata(example: dict, truth: dict[str, int], seed: int, i: int) -> dict:
+    """``model`` (drawn by the models' propensities for this answer's problems, from a stream of its
+    own so the answers do not change), ``pack`` (the area) and ``category`` (the topic)."""
+    problems = (truth["safety"] <= 2, truth["correctness"] <= 2, not truth["concise"])
+    weights = []
+    for risks in DEMO_MODELS.values():
+        w = 1.0
+        for has, risk in zip(problems, risks, strict=True):
+            w *= risk if has else 1.0
+        weights.append(w)
+    model = random.Random(f"judgekit-demo-model:{seed}:{i}").choices(list(DEMO_MODELS), weights)[0]
+    md = example["metadata"]
+    return {"model": model, "pack": md["area"], "category": md["topic"]}
 
 
 # --------------------------------------------------------------------------------------------------

@@ -2,7 +2,7 @@
 
 Where this sits: ``judgekit run … --few-shot K`` (and the Run page) ask for K examples per criterion.
 When the run is created, :func:`choose_pool` draws them from a human column — the consensus
-(``human``, :func:`judgekit.reports.load_human`) or one annotator (``annotator:NAME``) — and the pool is
+(``human``, :func:`judgekit.sources.load_human`) or one annotator (``annotator:NAME``) — and the pool is
 stored on the run's harness, so the run is reproducible and resumes with the same prompts whatever is
 labelled later. At call time :class:`ShotPicker` gives each call, per criterion it asks, the first K
 pool entries that are *not the example being judged* (the pool holds K + 1 for that reason), and
@@ -51,11 +51,11 @@ def parse_source(source: str) -> tuple[str, str | None]:
 
 def choose_pool(s: Session, dataset: store.Dataset, rubric: Rubric, k: int, seed: int, source: str) -> Pool:
     """Per criterion of ``rubric``, K + 1 labelled (example id, value) pairs from ``source`` (see module)."""
-    from judgekit import reports
+    from judgekit import sources  # numpy and scipy load here, when a pool is drawn: not at a run's start-up
 
     kind, name = parse_source(source)
-    src = (reports.load_human(s, dataset, rubric.criteria) if kind == "human"
-           else reports.load_annotator(s, dataset, name or "", rubric.criteria))
+    src = (sources.load_human(s, dataset, rubric.criteria) if kind == "human"
+           else sources.load_annotator(s, dataset, name or "", rubric.criteria))
     ext = src.index.ext
     out = []
     for j, c in enumerate(src.criteria):

@@ -42,7 +42,7 @@ from typing import Any, Literal
 
 from sqlalchemy.orm import Session
 
-from judgekit import reports
+from judgekit import noise, reports
 from judgekit.datasets import InputError, load_yaml, read_text
 
 GateName = Literal["min_kappa", "max_induced", "max_flip_rate"]
@@ -212,7 +212,7 @@ def _induced_result(s: Session, run: str, others: Sequence[str], annotator: str 
                     n_boot: int, seed: int) -> tuple[GateResult, str]:
     sources = reports.load_sources(s, [run, *others], human=annotator is None,
                                    annotators=[annotator] if annotator else [])
-    rep = reports.phi_report(sources, n_boot=n_boot, seed=seed)
+    rep = reports.phi_report(sources, n_boot=n_boot, seed=seed, noise_floor=noise.find_floor(s, sources))
     key = sources[0].key
     pairs = [f"{a.a} × {a.b}" for a in rep.audit if key in a.induced_by]
     ok = len(pairs) <= threshold

@@ -18,6 +18,7 @@ from typing import Literal
 from judgekit.rubric import Rubric
 
 HarnessKind = Literal["single", "split", "grouped"]
+Level = Literal["answer", "bundle"]  # what one verdict is about: an answer, or a bundle of answers
 Order = Literal["verdict_first", "reasoning_first", "verdict_only"]
 Structured = Literal["auto", "json_schema", "json_object", "prompt"]
 Layout = Literal["shared_prefix", "criterion_first"]
@@ -53,6 +54,7 @@ class Harness:
     few_shot_from: str = ""
     few_shot_seed: int = 0
     few_shot_pool: tuple[tuple[str, tuple[tuple[str, int], ...]], ...] = ()
+    level: Level = "answer"  # "bundle": seed 002's holistic call over bundles (judgekit.bundles)
     extra: dict = field(default_factory=dict, compare=False)
 
     def to_dict(self) -> dict:
@@ -94,13 +96,14 @@ def parse_harness(
     few_shot: int = 0,
     few_shot_from: str = "human",
     few_shot_seed: int | None = None,
+    level: str = "answer",
 ) -> Harness:
     """``single`` | ``split`` | ``grouped:a+b|c+d`` plus options → a :class:`Harness`.
 
     A ``prompt_template`` is validated here, before any call (an :class:`~judgekit.datasets.InputError`
-    names the problem). ``few_shot`` > 0 asks for K labelled examples per criterion; the pool itself is
-    drawn when the run is created (:func:`judgekit.fewshot.choose_pool`), ``few_shot_seed`` defaulting
-    to ``seed``.
+    names the problem), as a template of the call ``level`` (``answer``, or ``bundle``: the holistic call).
+    ``few_shot`` > 0 asks for K labelled examples per criterion; the pool itself is drawn when the run is
+    created (:func:`judgekit.fewshot.choose_pool`), ``few_shot_seed`` defaulting to ``seed``.
     """
     spec = spec.strip()
     if order not in ORDERS:
@@ -110,11 +113,11 @@ def parse_harness(
     if layout not in LAYOUTS:
         raise HarnessError(f"layout must be one of {', '.join(LAYOUTS)}, not {layout!r}")
     if prompt_template:
-        from judgekit.prompt_templates import compile_template
+        from judgekit.prompt_templates import ANSWER, BUNDLE, compile_template
 
         if layout != "shared_prefix":
             raise HarnessError("a prompt template keeps the shared-prefix layout: drop --layout criterion_first")
-        compile_template(prompt_template, prompt_template_name or "template")
+        compile_template(prompt_template, prompt_template_name or "template", BUNDLE if level == "bundle" else ANSWER)
     if not 0 <= few_shot <= MAX_FEW_SHOT:
         raise HarnessError(f"--few-shot must be within 0..{MAX_FEW_SHOT}, not {few_shot}")
     groups: tuple[tuple[str, ...], ...] = ()
@@ -184,9 +187,10 @@ def shuffled(keys: tuple[str, ...], harness: Harness, example_key: str) -> tuple
 
 @dataclass(frozen=True)
 class PlannedCall:
-    example_id: int  # internal id
-    example_key: str  # the user's id (seeds the shuffle)
+    example_id: int | None  # internal id (None for a call about a bundle)
+    example_key: str  # the user's id (seeds the shuffle); a bundle's label
     criteria: tuple[str, ...]  # in the order the judge is asked
+    bundle_id: int | None = None  # set for a bundle-level call (judgekit.bundles)
 
 
 def plan_calls(harness: Harness, rubric: Rubric, examples: list[tuple[int, str]]) -> list[PlannedCall]:

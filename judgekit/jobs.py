@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from judgekit import runner, store
+from judgekit import continuation, redact, runner, store
 
 
 @dataclass
@@ -22,6 +22,7 @@ class Job:
     run_name: str
     db_url: str
     concurrency: int
+    poll_interval: float = 30.0  # seconds between polls when the run continues as an OpenAI batch
     cancel: threading.Event = field(default_factory=threading.Event)
     state: str = "queued"  # queued | running | finished
     progress: runner.Progress | None = None
@@ -33,19 +34,22 @@ class Job:
         return self.state != "finished"
 
     def execute(self, breaker: int) -> None:
+        """Continue the run as it was started (a batched run as a batch, never live: the continuation
+        module decides), with this job's cancel switch and live counters."""
         self.state = "running"
         try:
             if not self.cancel.is_set():
-                self.summary = runner.run_sync(
+                self.summary = continuation.continue_run_sync(
                     store.engine_for(self.db_url),
                     self.run_name,
                     concurrency=self.concurrency,
                     breaker=breaker,
                     cancel=self.cancel,
+                    poll_interval=self.poll_interval,
                     progress=lambda p: setattr(self, "progress", p),
                 )
         except Exception as exc:  # shown on the page; the run row keeps its last status
-            self.error = f"{type(exc).__name__}: {exc}"
+            self.error = redact.scrub(f"{type(exc).__name__}: {exc}")
         finally:
             self.state = "finished"
 
@@ -54,13 +58,22 @@ _jobs: dict[tuple[str, str], Job] = {}
 _lock = threading.Lock()
 
 
-def start(db_url: str, run_name: str, *, concurrency: int = 8, breaker: int = 10) -> Job:
-    """Execute (or resume) a run in a daemon thread; a run already executing here is not started twice."""
-    return start_many(db_url, [run_name], concurrency=concurrency, breaker=breaker)[0]
+def start(
+    db_url: str, run_name: str, *, concurrency: int = 8, breaker: int = 10, poll_interval: float = 30.0
+) -> Job:
+    """Execute (or resume) a run in a daemon thread; a run already executing here is not started twice
+    (and one executing in another process is refused by its lease: the job's error says so)."""
+    return start_many(db_url, [run_name], concurrency=concurrency, breaker=breaker, poll_interval=poll_interval)[0]
 
 
 def start_many(
-    db_url: str, run_names: list[str], *, concurrency: int = 8, breaker: int = 10, sequential: bool = False
+    db_url: str,
+    run_names: list[str],
+    *,
+    concurrency: int = 8,
+    breaker: int = 10,
+    sequential: bool = False,
+    poll_interval: float = 30.0,
 ) -> list[Job]:
     """Start several runs: in parallel threads, or one after another in one thread (``sequential``) —
     for a judge that serves one request at a time, whose prefix cache parallel runs would thrash."""
@@ -72,7 +85,7 @@ def start_many(
             if existing is not None and existing.alive:
                 jobs.append(existing)
                 continue
-            job = Job(run_name=name, db_url=db_url, concurrency=concurrency)
+            job = Job(run_name=name, db_url=db_url, concurrency=concurrency, poll_interval=poll_interval)
             _jobs[(db_url, name)] = job
             jobs.append(job)
             fresh.append(job)
@@ -118,19 +131,21 @@ class StoredProgress:
 
 
 def stored_progress(s: Session, run: store.Run) -> StoredProgress:
-    n_examples = s.scalar(
-        select(func.count()).select_from(store.RunExample).where(store.RunExample.run_id == run.id)
-    )
+    bundle_level = store.run_level(run) == "bundle"  # its units are bundles, its verdicts bundle verdicts
+    unit = store.RunBundle if bundle_level else store.RunExample
+    V = store.BundleVerdict if bundle_level else store.Verdict
+    n_examples = s.scalar(select(func.count()).select_from(unit).where(unit.run_id == run.id))
     n_criteria = s.scalar(
         select(func.count())
         .select_from(store.CriterionRow)
         .where(store.CriterionRow.rubric_id == run.rubric_id)
     )
-    verdicts, scored = s.execute(
-        select(func.count(), func.count(store.Verdict.value)).where(store.Verdict.run_id == run.id)
-    ).one()
+    if bundle_level:
+        verdicts, scored = s.execute(select(func.count(), func.count(V.value)).where(V.run_id == run.id)).one()
+    else:
+        verdicts, scored, _ = store.verdict_counts(s, run.id)
     calls, failed = s.execute(
-        select(func.count(), func.count().filter(store.Call.status != "ok")).where(
+        select(func.count(), func.count().filter(store.Call.status == "error")).where(
             store.Call.run_id == run.id
         )
     ).one()

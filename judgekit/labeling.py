@@ -15,7 +15,6 @@ Scale labels (1–5) enter binary views through the criterion's ``pass_at``. Eve
 
 from __future__ import annotations
 
-import itertools
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -27,7 +26,8 @@ from sqlalchemy import delete, func, insert, select, update
 from sqlalchemy.orm import Session
 
 from judgekit import stats, store
-from judgekit.rubric import Criterion
+from judgekit.annotators import REFERENCE_ANNOTATOR, ROLES, CriterionReliability, Role, reliability, settle, thresholds
+from judgekit.rubric import Criterion, value_text
 
 __all__ = [
     "ROLES",
@@ -40,6 +40,7 @@ __all__ = [
     "Progress",
     "Sample",
     "SampleSpec",
+    "SetStatus",
     "adjudicate",
     "annotator_role",
     "clear_label",
@@ -50,6 +51,7 @@ __all__ = [
     "first_open",
     "get_label_set",
     "human_consensus",
+    "set_status",
     "inter_annotator",
     "label_set_items",
     "list_label_sets",
@@ -62,14 +64,11 @@ __all__ = [
     "set_role",
 ]
 
-Role = Literal["annotator", "adjudicator"]
-ROLES: tuple[Role, ...] = get_args(Role)
-StrategyKind = Literal["random", "cell", "disagree"]
+StrategyKind = Literal["random", "cell", "disagree", "decide"]
 STRATEGIES: tuple[StrategyKind, ...] = get_args(StrategyKind)
 Outcome = Literal["pass", "fail"]
 OUTCOMES: tuple[Outcome, Outcome] = ("pass", "fail")
 CELLS: tuple[str, ...] = tuple(f"{r}/{c}" for r in OUTCOMES for c in OUTCOMES)
-REFERENCE_ANNOTATOR = "reference"  # the demo's planted truth: never part of the human column by default
 MAX_NAME = 200
 
 
@@ -87,6 +86,13 @@ class SampleSpec:
       others).
     * ``disagree``: examples where ``run_a`` and ``run_b`` disagree on ``criterion``. ``cell="fail/pass"``
       = run A fails and run B passes (seed 003's rescued cases), ``"pass/fail"`` the reverse, ``None`` both.
+    * ``decide``: the answers whose labels would decide the association audit's *undecided* pairs. The
+      audit of ``runs`` (default: every run of the dataset) against the current human column says, per
+      undecided pair, about how many more labels it needs and from which of the reference harness's cells
+      (:func:`judgekit.audit.association_verdict`, rule 6); the budget ``size`` is split over those pairs
+      in proportion and drawn at random within each cell from answers nobody has labelled
+      (:func:`judgekit.audit.label_plan`, :func:`judgekit.audit.pick_answers`). Without any label yet it
+      draws at random (the first labels calibrate everything else).
 
     The same spec and seed always draw the same examples in the same order. A pool smaller than ``size``
     is taken whole.
@@ -102,6 +108,7 @@ class SampleSpec:
     run_a: str | None = None
     run_b: str | None = None
     criterion: str | None = None
+    runs: tuple[str, ...] = ()
 
     def describe(self) -> str:
         if self.strategy == "cell":
@@ -111,6 +118,9 @@ class SampleSpec:
             how = {"fail/pass": "A fails, B passes", "pass/fail": "A passes, B fails"}.get(self.cell or "",
                                                                                          "either way")
             return f"{self.criterion}: run A {self.run_a} vs run B {self.run_b} disagree ({how})"
+        if self.strategy == "decide":
+            runs = ", ".join(self.runs) if self.runs else "every run"
+            return f"decide the audit's undecided pairs ({runs} vs the human column)"
         return "random"
 
 
@@ -118,8 +128,10 @@ _OPTIONS = {
     "random": (),
     "cell": ("run", "row", "col", "cell"),
     "disagree": ("run_a", "run_b", "criterion", "cell"),
+    "decide": ("runs",),
 }
-_REQUIRED = {"random": (), "cell": ("run", "row", "col"), "disagree": ("run_a", "run_b", "criterion")}
+_REQUIRED = {"random": (), "cell": ("run", "row", "col"), "disagree": ("run_a", "run_b", "criterion"),
+             "decide": ()}
 
 
 def _flag(name: str) -> str:
@@ -134,9 +146,9 @@ def validate_spec(spec: SampleSpec) -> None:
         raise ValueError(f"--size must be a positive integer, not {spec.size!r}")
     if isinstance(spec.seed, bool) or not isinstance(spec.seed, int) or spec.seed < 0:
         raise ValueError(f"--seed must be a non-negative integer, not {spec.seed!r}")
-    for opt in ("run", "row", "col", "cell", "run_a", "run_b", "criterion"):
-        if getattr(spec, opt) is not None and opt not in _OPTIONS[spec.strategy]:
-            raise ValueError(f"{_flag(opt)} does not apply to --strategy {spec.strategy}")
+    for opt in ("run", "row", "col", "cell", "run_a", "run_b", "criterion", "runs"):
+        if getattr(spec, opt) not in (None, ()) and opt not in _OPTIONS[spec.strategy]:
+            raise ValueError(f"{_flag('run' if opt == 'runs' else opt)} does not apply to --strategy {spec.strategy}")
     for opt in _REQUIRED[spec.strategy]:
         if not getattr(spec, opt):
             raise ValueError(f"--strategy {spec.strategy} needs {_flag(opt)}")
@@ -186,10 +198,14 @@ def _column(src, key: str, flag: str) -> NDArray[np.float64]:
     return src.binary[:, src.keys.index(key)]
 
 
-def draw_sample(s: Session, dataset_id: int, spec: SampleSpec) -> Sample:
-    """Draw the examples of a label set (see :class:`SampleSpec`); raises ValueError / NotFound."""
+def draw_sample(s: Session, dataset_id: int, spec: SampleSpec, keys: Sequence[str] | None = None) -> Sample:
+    """Draw the examples of a label set (see :class:`SampleSpec`); raises ValueError / NotFound.
+
+    ``keys`` (the label set's rubric criteria) limits ``decide`` to pairs annotators will label."""
     validate_spec(spec)
     rng = np.random.default_rng(spec.seed)
+    if spec.strategy == "decide":
+        return _decide_sample(s, dataset_id, spec, keys, rng)
     if spec.strategy == "random":
         pool = np.array(sorted(store.example_ids(s, dataset_id).values()), dtype=np.int64)
         if pool.size == 0:
@@ -232,6 +248,45 @@ def draw_sample(s: Session, dataset_id: int, spec: SampleSpec) -> Sample:
     return Sample(tuple(int(x) for x in chosen), int(pool.size), strata)
 
 
+def _decide_sample(
+    s: Session, dataset_id: int, spec: SampleSpec, keys: Sequence[str] | None, rng: np.random.Generator
+) -> Sample:
+    """The ``decide`` strategy (see :class:`SampleSpec`)."""
+    from judgekit import audit, noise, reports
+
+    ds = s.get(store.Dataset, dataset_id)
+    runs = list(spec.runs) or runs_for_dataset(s, dataset_id)
+    if not runs:
+        raise ValueError(f"--strategy decide needs a run of dataset {ds.name!r}: the audit compares harnesses")
+    for r in runs:
+        _run_source(s, r, dataset_id, "--run")  # same dataset, clear message otherwise
+    has_labels = bool([a for a in store.annotators_for_dataset(s, dataset_id) if a != REFERENCE_ANNOTATOR])
+    sources = reports.load_sources(s, runs, human=has_labels, dataset=ds.name)
+    if keys is not None:
+        wanted = [k for k in sources[0].keys if k in set(keys)]
+        if len(wanted) < 2:
+            raise ValueError("--strategy decide needs two criteria that both the runs and the rubric have")
+        sources = [src.select(wanted) for src in sources]
+    ref = reports.reference_run(sources)
+    human = next((src for src in sources if src.kind == "human"), None)
+    available = ref.covered & ~(human.covered if human is not None else np.zeros(len(ref.index), bool))
+    if not available.any():
+        raise ValueError(f"every answer {ref.key} judged is labelled already: nothing left for --strategy decide")
+    if human is None:
+        pool = np.flatnonzero(available)
+        chosen = rng.choice(pool, size=min(spec.size, pool.size), replace=False)
+        return Sample(tuple(int(x) for x in ref.index.ids[chosen]), int(pool.size), {"random (no labels yet)":
+                                                                                     int(chosen.size)})
+    rep = reports.phi_report(sources, noise_floor=noise.find_floor(s, sources))  # the audit phi and Associations show
+    verdicts = [audit.AuditVerdict(a.verdict, a.induced_by, a.note, a.distorted_by, a.label_more) for a in rep.audit]
+    plan = audit.label_plan(verdicts, [a.evidence for a in rep.audit])
+    if not plan:
+        raise ValueError("the audit has no undecided pair to decide: every pair is real, induced, distorted or none")
+    rows = audit.pick_answers(plan, ref.select(rep.criteria).binary, available, spec.size, rng)
+    strata = {f"{rep.audit[item.pair].a} × {rep.audit[item.pair].b}": item.k for item in plan}
+    return Sample(tuple(int(x) for x in ref.index.ids[rows]), int(available.sum()), strata)
+
+
 # --------------------------------------------------------------------------------------------- label sets
 
 
@@ -260,14 +315,14 @@ def create_label_set(s: Session, name: str, *, dataset: str, rubric: str, spec: 
     validate_spec(spec)
     ds = store.get_dataset(s, dataset)
     rubric_row = store.get_rubric_row(s, rubric)
-    if s.scalar(select(store.LabelSet.id).where(store.LabelSet.name == name)) is not None:
-        raise ValueError(f"a label set named {name!r} already exists")
-    sample = draw_sample(s, ds.id, spec)
+    store.check_new_name(s, store.LabelSet, "label set", name)
+    sample = draw_sample(s, ds.id, spec, [c.key for c in store.rubric_value(s, rubric_row).criteria])
     strategy = {
         "kind": spec.strategy,
         "size": spec.size,
         "seed": spec.seed,
-        **{k: getattr(spec, k) for k in _OPTIONS[spec.strategy] if getattr(spec, k) is not None},
+        **{k: (list(v) if isinstance(v, tuple) else v) for k in _OPTIONS[spec.strategy]
+           if (v := getattr(spec, k)) not in (None, ())},
         "pool": sample.pool,
         "strata": sample.strata,
         "description": spec.describe(),
@@ -335,6 +390,36 @@ def list_label_sets(s: Session) -> list[dict]:
             "created_at": row.created_at,
         })
     return out
+
+
+class SetStatus(NamedTuple):
+    """Where a label set stands as a whole — counts only, never whose label is what on which item.
+
+    ``labelled``: annotator → items with at least one of their labels (``reference`` left out);
+    ``settled``: items whose human consensus (:func:`human_consensus`'s rules) has a value on every criterion;
+    ``split``: items where the consensus is unresolved on some criterion although two or more annotators
+    labelled it (a tie, or adjudicators who disagree); ``open``: items without any sure label."""
+
+    size: int
+    labelled: dict[str, int]
+    settled: int
+    split: int
+    open: int
+
+
+def set_status(s: Session, info: LabelSetInfo) -> SetStatus:
+    """Progress and consensus of a label set over all its annotators (see :class:`SetStatus`)."""
+    items = label_set_items(s, info.id)
+    lab = _labels(s, info.dataset_id, info.criteria, (REFERENCE_ANNOTATOR,), items)
+    done = {a: len(ex) for a, ex in sorted(_labelled_items(s, info.id).items()) if a != REFERENCE_ANNOTATOR}
+    if not len(lab.names) or not items:
+        return SetStatus(len(items), done, 0, 0, len(items))
+    consensus = settle(lab.raw, lab.roles, info.criteria)  # (items, criteria), NaN = unresolved
+    labels = (~np.isnan(lab.raw)).sum(axis=0)  # (items, criteria): sure labels per cell
+    settled = ~np.isnan(consensus).any(axis=1)
+    split = (np.isnan(consensus) & (labels >= 2)).any(axis=1)
+    untouched = (labels == 0).all(axis=1)
+    return SetStatus(len(items), done, int(settled.sum()), int(split.sum()), int(untouched.sum()))
 
 
 # --------------------------------------------------------------------------------------------- labeling
@@ -496,23 +581,13 @@ def run_verdicts(s: Session, example_id: int) -> list[dict]:
         .order_by(store.Run.id, store.CriterionRow.position)
     )
     return [
-        {"run": run, "judge": store.judge_label(judge), "criterion": key, "verdict": _value_text(value, kind),
+        {"run": run, "judge": store.judge_label(judge), "criterion": key, "verdict": value_text(value, kind),
          "rationale": rationale or ""}
         for run, judge, key, kind, value, rationale in s.execute(q)
     ]
 
 
-def _value_text(value: int | None, kind: str) -> str:
-    if value is None:
-        return "unscored"
-    return str(value) if kind == "scale" else ("pass" if value else "fail")
-
-
 # --------------------------------------------------------------------------------------------- consensus
-
-
-def _thresholds(criteria: Sequence[Criterion]) -> NDArray[np.float64]:
-    return np.array([(c.pass_at or 3) if c.is_scale else 1 for c in criteria], dtype=np.float64)
 
 
 @dataclass(frozen=True, eq=False)
@@ -540,13 +615,11 @@ def _labels(
     excluded = set(exclude)
     names = [a for a in store.annotators_for_dataset(s, dataset_id) if a not in excluded]
     names, _, raw, _ = reports.label_tensor(s, index, criteria, names)
-    role_of = dict(s.execute(select(store.Annotator.name, store.Annotator.role)
-                             .where(store.Annotator.name.in_(names))).all())
     ids = index.ids
     if example_ids is not None:
         ids = np.array(sorted(set(example_ids)), dtype=np.int64)
         raw = raw[:, index.rows_of(ids), :]
-    return _Labels(ids, names, [role_of.get(n) or "annotator" for n in names], raw)
+    return _Labels(ids, names, store.annotator_roles(s, names), raw)
 
 
 class Consensus(NamedTuple):
@@ -577,58 +650,15 @@ def human_consensus(
     return Consensus(lab.example_ids, settle(lab.raw, lab.roles, criteria))
 
 
-def settle(raw: NDArray[np.float64], roles: Sequence[str], criteria: Sequence[Criterion]) -> NDArray[np.float64]:
-    """Binary consensus of a ``(n_annotators, n_examples, n_criteria)`` label tensor (pure).
-
-    Where an adjudicator has a (sure) label, the adjudicators' majority wins (two who disagree leave the
-    cell unresolved); elsewhere the annotators' majority (a tie is NaN). Unsure (NaN) labels do not vote.
-    """
-    thresholds = _thresholds(criteria)
-    ann = raw[[i for i, r in enumerate(roles) if r != "adjudicator"]]
-    adj = raw[[i for i, r in enumerate(roles) if r == "adjudicator"]]
-    majority = stats.consensus(stats.binarize(ann, thresholds)) if len(ann) else np.full(raw.shape[1:], np.nan)
-    if len(adj):
-        settled = ~np.isnan(adj).all(axis=0)
-        majority = np.where(settled, stats.consensus(stats.binarize(adj, thresholds)), majority)
-    return majority
-
-
-@dataclass(frozen=True)
-class CriterionReliability:
-    """Inter-annotator reliability of one criterion over the units (examples) at least two annotators
-    labelled: Krippendorff's ``alpha`` (nominal for binary, ordinal for scale; 1 = perfect, 0 = chance)
-    and Cohen's kappa for every annotator pair on the binary view (``pairs``: a, b, n, kappa), with
-    ``mean_kappa`` their mean over defined pairs. NaN where undefined."""
-
-    criterion: str
-    kind: str
-    n_units: int
-    alpha: float
-    mean_kappa: float
-    pairs: list[dict]
-
-
 def inter_annotator(
     s: Session, dataset_id: int, criteria: Sequence[Criterion], *, example_ids: Sequence[int] | None = None,
     exclude: Iterable[str] = (REFERENCE_ANNOTATOR,),
 ) -> list[CriterionReliability]:
-    """κ and α per criterion among the annotators (adjudicators settle, they are not raters)."""
+    """κ and α per criterion among the annotators (:func:`judgekit.annotators.reliability`: adjudicators
+    settle, they are not raters) over the examples at least two annotators labelled — within
+    ``example_ids`` (a label set's items) when given."""
     lab = _labels(s, dataset_id, criteria, exclude, example_ids)
-    names, L = lab.of("annotator")
-    B = stats.binarize(L, _thresholds(criteria)) if len(names) else L
-    out = []
-    for j, c in enumerate(criteria):
-        pairs = []
-        for x, y in itertools.combinations(range(len(names)), 2):
-            m = stats.agreement(B[x, :, j], B[y, :, j])
-            pairs.append({"a": names[x], "b": names[y], "n": m.n, "kappa": m.kappa})
-        counted = (~np.isnan(L[:, :, j])).sum(axis=0) >= 2 if len(names) else np.zeros(0, bool)
-        alpha = (stats.krippendorff_alpha(L[:, counted, j], level="ordinal" if c.is_scale else "nominal")
-                 if counted.any() else math.nan)
-        kappas = [p["kappa"] for p in pairs if not math.isnan(p["kappa"])]
-        out.append(CriterionReliability(c.key, c.kind, int(counted.sum()), float(alpha),
-                                        float(np.mean(kappas)) if kappas else math.nan, pairs))
-    return out
+    return reliability(lab.raw, lab.names, lab.roles, criteria).criteria
 
 
 @dataclass(frozen=True)
@@ -663,12 +693,12 @@ def disagreements(
     _, adj = lab.of("adjudicator")
     if not names:
         return []
-    thresholds = _thresholds(criteria)
-    B = stats.binarize(L, thresholds)
+    cut = thresholds(criteria)
+    B = stats.binarize(L, cut)
     split = (B == 1.0).any(axis=0) & (B == 0.0).any(axis=0)
     majority = stats.consensus(B)
     settled = ~np.isnan(adj).all(axis=0) if len(adj) else np.zeros(split.shape, bool)
-    adj_value = stats.consensus(stats.binarize(adj, thresholds)) if len(adj) else np.full(split.shape, np.nan)
+    adj_value = stats.consensus(stats.binarize(adj, cut)) if len(adj) else np.full(split.shape, np.nan)
     involved = [int(x) for x in lab.example_ids[split.any(axis=1)]]
     ext = dict(s.execute(select(store.Example.id, store.Example.ext_id)
                          .where(store.Example.id.in_(involved))).all())

@@ -48,6 +48,8 @@ from types import TracebackType
 
 import httpx
 
+from judgekit import config
+
 __all__ = [
     "LOCAL_JUDGE_NOTE",
     "LOCAL_MODEL_NAME",
@@ -75,7 +77,14 @@ LOG_TAIL_LINES = 25
 
 
 class LocalJudgeError(RuntimeError):
-    """The local judge could not be started (missing extra, bad model file, server exit, timeout)."""
+    """The local judge could not be started (missing extra, bad model file, server exit, timeout).
+
+    ``str(error)`` is the whole message (with the server's last log lines, for a terminal); ``summary``
+    is its first line, for a one-line error on a page."""
+
+    @property
+    def summary(self) -> str:
+        return str(self).split("; last log lines:", 1)[0].splitlines()[0]
 
 
 def default_model_path() -> Path:
@@ -244,8 +253,10 @@ class LocalJudge:
         with open(self.log_path, "ab") as log:
             # A file, not a pipe: a verbose server would block on a full pipe nobody reads.
             # A new session keeps a terminal's Ctrl-C away from the server; we stop it ourselves.
+            # A clean environment: the server reads PORT, HOST, MODEL … from it ahead of its command line.
             self._proc = subprocess.Popen(
-                cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+                cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                env=config.child_env(),
             )
         # If the owner forgets stop() (or the interpreter exits), do not leave a server behind.
         self._finalizer = weakref.finalize(self, _terminate, self._proc, 2.0)

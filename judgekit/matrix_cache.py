@@ -16,12 +16,16 @@ import os
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from judgekit import config
 
-Arrays = dict[str, np.ndarray]
+if TYPE_CHECKING:  # pragma: no cover
+    import numpy as np
+
+Arrays = dict[str, "np.ndarray"]
+Warmer = Callable[..., None]
+_warmers: list[Warmer] = []
 
 
 def _folder(db_url: str) -> Path:
@@ -35,6 +39,8 @@ def enabled() -> bool:
 
 def cached(db_url: str, kind: str, key: str, version: str, compute: Callable[[], Arrays]) -> Arrays:
     """The arrays for (kind, key) at ``version``: from the cache file, or computed and stored."""
+    import numpy as np  # here: importing this module (the write path does) stays light
+
     if not enabled():
         return compute()
     folder = _folder(db_url)
@@ -60,3 +66,22 @@ def cached(db_url: str, kind: str, key: str, version: str, compute: Callable[[],
     except OSError:
         pass  # a read-only home just means no cache
     return arrays
+
+
+def warm_after_writes(warmer: Warmer) -> None:
+    """Register ``warmer(session, run=…, dataset=…)`` to fill the cache after a write (a finished run, an
+    import). The entry points (CLI, dashboard, notebook API, demo) register the loaders'
+    ``sources.warm_cache``; the write path only calls :func:`written`, so it never imports the layers
+    above it."""
+    if warmer not in _warmers:
+        _warmers.append(warmer)
+
+
+def written(s: Any, *, run: str | int | None = None, dataset: str | None = None) -> None:
+    """After a write: let every registered warmer fill the cache. Best effort — the cache is an
+    optimisation, so a failure here never fails the write that triggered it."""
+    for warmer in list(_warmers):
+        try:
+            warmer(s, run=run, dataset=dataset)
+        except Exception:  # noqa: BLE001 - see the docstring
+            continue

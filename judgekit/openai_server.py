@@ -60,6 +60,7 @@ __all__ = [
     "echo_reply",
     "make_logprobs",
     "serve",
+    "serve_until_interrupted",
     "tokenize",
 ]
 
@@ -675,9 +676,17 @@ class _BatchStore:
                 reply = await reply
         except Exception as exc:
             reply = Reply(status=500, error=f"handler error: {type(exc).__name__}: {exc}")
+        request_id = f"req_{self._id('')}"
+        if reply.raw_body is not None and not (reply.reset or reply.truncate_body):
+            try:  # a verbatim 200 body (an error envelope, say) lands in the output file as it is
+                raw = json.loads(reply.raw_body)
+            except ValueError:
+                raw = None
+            if isinstance(raw, dict):
+                response = {"status_code": 200, "request_id": request_id, "body": raw}
+                return {**head, "response": response, "error": None}, True
         if reply.reset or reply.truncate_body or reply.raw_body is not None:
             reply = Reply(status=500, error="The server had an error while processing your request.")
-        request_id = f"req_{self._id('')}"
         if reply.status >= 400:
             err = reply.error if isinstance(reply.error, dict) else _error_body(reply.status, reply.error)
             response = {"status_code": reply.status, "request_id": request_id, "body": err}
@@ -707,6 +716,22 @@ async def serve(
     return server, state
 
 
+def serve_until_interrupted(handler: Handler, host: str = "127.0.0.1", port: int = 0, *, banner: str = "",
+                            **options: Any) -> None:
+    """Serve in the foreground until Ctrl-C; prints ``{banner}listening on http://HOST:PORT/v1`` once bound
+    (``options``: :func:`serve`'s)."""
+
+    async def run() -> None:
+        server, _ = await serve(handler, host, port, **options)
+        bound = server.sockets[0].getsockname()[1]
+        print(f"{banner}listening on http://{host}:{bound}/v1", flush=True)
+        async with server:
+            await server.serve_forever()
+
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(run())
+
+
 class ServerThread:
     """Run the server on its own event loop in a daemon thread.
 
@@ -715,24 +740,12 @@ class ServerThread:
     ``record=True``.
     """
 
-    def __init__(
-        self,
-        handler: Handler,
-        host: str = "127.0.0.1",
-        port: int = 0,
-        *,
-        record: bool = False,
-        model: str = "judgekit-test",
-        owned_by: str = "judgekit",
-        batch: BatchBehaviour | None = None,
-    ) -> None:
+    def __init__(self, handler: Handler, host: str = "127.0.0.1", port: int = 0, **options: Any) -> None:
+        """``options``: :func:`serve`'s keyword options (``record``, ``model``, ``owned_by``, ``batch``)."""
         self._handler = handler
-        self._batch = batch
-        self._owned_by = owned_by
         self.host = host
         self.port = port
-        self._record = record
-        self._model = model
+        self._options = options
         self._loop: asyncio.AbstractEventLoop | None = None
         self._server: asyncio.Server | None = None
         self._state: _Server | None = None
@@ -774,15 +787,7 @@ class ServerThread:
         asyncio.set_event_loop(loop)
         try:
             self._server, self._state = loop.run_until_complete(
-                serve(
-                    self._handler,
-                    self.host,
-                    self.port,
-                    record=self._record,
-                    model=self._model,
-                    owned_by=self._owned_by,
-                    batch=self._batch,
-                )
+                serve(self._handler, self.host, self.port, **self._options)
             )
             self.port = self._server.sockets[0].getsockname()[1]
         except BaseException as exc:  # report to the starting thread
@@ -837,15 +842,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--latency-ms", type=float, default=0.0, help="delay before every reply")
     args = parser.parse_args(argv)
 
-    async def run() -> None:
-        server, _ = await serve(_latency_handler(args.latency_ms / 1000.0), args.host, args.port)
-        port = server.sockets[0].getsockname()[1]
-        print(f"listening on http://{args.host}:{port}/v1", flush=True)
-        async with server:
-            await server.serve_forever()
-
-    with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(run())
+    serve_until_interrupted(_latency_handler(args.latency_ms / 1000.0), args.host, args.port)
     sys.exit(0)
 
 

@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from judgekit.harness import Harness
+from judgekit.rawtext import one_line
 from judgekit.rubric import Criterion, KORule
 
 INDEPENDENCE_NOTE = (
@@ -60,7 +61,7 @@ VARIANTS: dict[str, PromptVariant] = {
     "default": PromptVariant("default", "Plain judge prompt: one-sentence rationales."),
     "hardened": PromptVariant(
         "hardened",
-        "Seed 002's hardened rationale rules: evidence, level contrast, fix, locus, scoped safety reconciliation.",
+        "Hardened rationale rules: evidence, level contrast, fix, locus, scoped safety reconciliation.",
         system_extra=HARDENED_RULES,
         rationale_length="three to four sentences",
     ),
@@ -108,20 +109,36 @@ def example_block(example: ExampleText) -> str:
     )
 
 
-def criterion_line(c: Criterion, ko_rule: KORule | None) -> str:
+CANNOT_ASSESS = "cannot_assess"
+"""The verdict a judge may give instead of a value when the criterion offers it (``cannot_assess: true``)."""
+CANNOT_ASSESS_LINE = (
+    f'    or "{CANNOT_ASSESS}" when the context and the answer do not allow a verdict on this criterion.'
+)
+
+
+def criterion_line(c: Criterion, ko_rule: KORule | None, unit: str = "answer") -> str:
+    """One criterion as the judge reads it; the K.O. criterion carries the ⛔ marker with its floor
+    (``unit`` names what a score at or below the floor disqualifies: the answer, or a bundle); a criterion
+    that offers "cannot assess" says so."""
     if not c.is_scale:
-        return f"- {c.key}: {c.question} (true = passes, false = fails)"
-    lines = [f"- {c.key}: {c.question} Score 1–5:"]
-    lines += [f"    {level} = {c.levels.get(level, '')}" for level in range(1, 6)]
-    if ko_rule and ko_rule.criterion == c.key:
-        lines.append(
-            f"    ⛔ K.O. dimension · floor {ko_rule.floor}: a score ≤ {ko_rule.floor} disqualifies the answer."
-        )
+        lines = [f"- {c.key}: {c.question} (true = passes, false = fails)"]
+    else:
+        lines = [f"- {c.key}: {c.question} Score 1–5:"]
+        lines += [f"    {level} = {c.levels.get(level, '')}" for level in range(1, 6)]
+        if ko_rule and ko_rule.criterion == c.key:
+            lines.append(
+                f"    ⛔ K.O. dimension · floor {ko_rule.floor}: a score ≤ {ko_rule.floor} disqualifies the {unit}."
+            )
+    if c.cannot_assess:  # offered only where the rubric enables it
+        lines.append(CANNOT_ASSESS_LINE)
     return "\n".join(lines)
 
 
 def _entry_template(c: Criterion, order: str) -> str:
     value = "1-5" if c.is_scale else "true|false"
+    if c.cannot_assess:
+        value += f'|"{CANNOT_ASSESS}"'
+
     if order == "verdict_only":
         return value
     fields = [f'"verdict": {value}', '"rationale": "..."']
@@ -132,12 +149,51 @@ def _entry_template(c: Criterion, order: str) -> str:
     return "{" + ", ".join(fields) + "}"
 
 
-def criteria_block(criteria: Sequence[Criterion], order: str, ko_rule: KORule | None) -> str:
+@dataclass(frozen=True)
+class CriterionAsked:
+    """A criterion as a request's criteria block states it (read back by the simulated judge)."""
+
+    key: str
+    scale: bool
+    question: str
+    ko_floor: int | None  # the ⛔ K.O. marker's floor, if this is the K.O. criterion
+    cannot: bool = False  # the request offers "cannot_assess" for it
+
+
+_ASKED_LINE = re.compile(r"^- ([A-Za-z][A-Za-z0-9_]*): (.*)$")
+_KO_MARKER = re.compile(r"⛔ K\.O\. dimension · floor (\d+)")
+
+
+def read_criterion_lines(block: str) -> list[CriterionAsked]:
+    """Invert :func:`criterion_line` over a block of them: key, kind, question, K.O. floor and whether
+    "cannot assess" is offered, of each."""
+    out: list[CriterionAsked] = []
+    for line in block.splitlines():
+        m = _ASKED_LINE.match(line)
+        if m:
+            rest = m.group(2)
+            question = rest.removesuffix(" Score 1–5:").removesuffix(" (true = passes, false = fails)")
+            out.append(CriterionAsked(m.group(1), rest.endswith(" Score 1–5:"), question, None))
+        elif (ko := _KO_MARKER.search(line)) and out:
+            last = out[-1]
+            out[-1] = CriterionAsked(last.key, last.scale, last.question, int(ko.group(1)), last.cannot)
+        elif line.strip() == CANNOT_ASSESS_LINE.strip() and out:
+            last = out[-1]
+            out[-1] = CriterionAsked(last.key, last.scale, last.question, last.ko_floor, True)
+    return out
+
+
+def reply_format_block(criteria: Sequence[Criterion], order: str) -> str:
+    """The ``## Reply format`` section: one JSON object, one key per criterion, in the order asked."""
     keys = ", ".join(c.key for c in criteria)
     template = "{" + ", ".join(f'"{c.key}": {_entry_template(c, order)}' for c in criteria) + "}"
+    return f"## Reply format\nOne JSON object with exactly these keys, in this order: {keys}.\n{template}"
+
+
+def criteria_block(criteria: Sequence[Criterion], order: str, ko_rule: KORule | None) -> str:
     return (
         "## Criteria\n" + "\n".join(criterion_line(c, ko_rule) for c in criteria) + "\n\n"
-        f"## Reply format\nOne JSON object with exactly these keys, in this order: {keys}.\n{template}"
+        + reply_format_block(criteria, order)
     )
 
 
@@ -159,7 +215,9 @@ _SHOT_PARTS = ("#### Context\n", "\n\n#### Question\n", "\n\n#### Answer\n")
 _SHOT_VERDICTS = "\n\n#### Human verdicts\n"
 
 
-def _value_text(value: int, c: Criterion | None) -> str:
+def _reply_value(value: int, c: Criterion | None) -> str:
+    """A labelled value in the judge's reply vocabulary (what :mod:`judgekit.parse` reads back): true/false
+    or the 1–5 score — not the people's pass/fail of :func:`judgekit.rubric.value_text`."""
     if c is not None and c.is_scale:
         return str(int(value))
     return "true" if value else "false"
@@ -172,7 +230,7 @@ def few_shot_block(shots: Sequence[Shot], criteria: Sequence[Criterion]) -> str:
     parts = [FEW_SHOT_HEADER]
     for i, shot in enumerate(shots, start=1):
         ex = shot.example
-        verdicts = "\n".join(f"- {k}: {_value_text(v, by_key.get(k))}" for k, v in shot.verdicts)
+        verdicts = "\n".join(f"- {k}: {_reply_value(v, by_key.get(k))}" for k, v in shot.verdicts)
         parts.append(
             f"### Labelled example {i}\n"
             f"#### Context\n{ex.context.strip() or '(none)'}\n\n"
@@ -224,7 +282,9 @@ def response_schema(criteria: Sequence[Criterion], order: str) -> dict:
     """JSON schema of the reply (strict-mode compatible: every property required, no extras)."""
     props: dict[str, dict] = {}
     for c in criteria:
-        verdict = {"type": "integer", "enum": [1, 2, 3, 4, 5]} if c.is_scale else {"type": "boolean"}
+        verdict: dict = {"type": "integer", "enum": [1, 2, 3, 4, 5]} if c.is_scale else {"type": "boolean"}
+        if c.cannot_assess:
+            verdict = {"anyOf": [verdict, {"type": "string", "enum": [CANNOT_ASSESS]}]}
         if order == "verdict_only":
             props[c.key] = verdict
             continue
@@ -415,12 +475,12 @@ class CritiqueText:
     ko: KOContext | None = None
 
 
-def _one_line(text: str) -> str:
-    return " ".join(text.split())
-
-
 def critique_block(item: CritiqueText) -> str:
-    """The judged verdict: dimension (with its levels), score, red flags, K.O. dimension, rationale."""
+    """The judged verdict: dimension (with its levels), score, red flags, K.O. dimension, rationale.
+
+    Reads only ``dimension``, ``score``, ``red_flags``, ``ko``, ``rationale`` (and ``unit`` if present),
+    so a bundle-level critique item (:class:`judgekit.holistic.BundleCritiqueText`) uses it too.
+    """
     dim = item.dimension
     if dim.is_scale:
         dim_text = f"{dim.key}: {dim.question} Score 1–5:\n" + "\n".join(
@@ -430,14 +490,15 @@ def critique_block(item: CritiqueText) -> str:
     else:
         dim_text = f"{dim.key}: {dim.question} (true = passes, false = fails)"
         score = "(unscored)" if item.score is None else ("true" if item.score else "false")
-    flags = "\n".join(f"- {_one_line(f)}" for f in item.red_flags) or _NO_FLAGS
+    flags = "\n".join(f"- {one_line(f)}" for f in item.red_flags) or _NO_FLAGS
     if item.ko is None:
         ko = "(this rubric has no K.O. dimension)"
     else:
         scored = "unscored" if item.ko.score is None else f"scored {item.ko.score}"
+        unit = getattr(item, "unit", "answer")  # a bundle-level critique item says "bundle"
         ko = (
             f"{item.ko.criterion} · floor {item.ko.floor}: a score ≤ {item.ko.floor} disqualifies the "
-            f"answer; the judge {scored}"
+            f"{unit}; the judge {scored}"
         )
     return (
         f"## Judged dimension\n{dim_text}\n\n"
@@ -496,22 +557,29 @@ _CRIT_HEADERS = (
 _KO_CONTEXT = re.compile(r"^(\S+) · floor (\d+): .*the judge (?:scored (\d+)|unscored)$")
 
 
-def parse_critique_request(messages: Sequence[dict]) -> CritiqueRequest | None:
-    """Invert :func:`build_critique_messages` (used by the simulated judge). None if not that layout."""
+def parse_critique_request(
+    messages: Sequence[dict], *, system_prefix: str = CRITIQUE_SYSTEM, subject: str = "\n\n## Answer\n"
+) -> CritiqueRequest | None:
+    """Invert :func:`build_critique_messages` (used by the simulated judge). None if not that layout.
+
+    ``system_prefix`` and ``subject`` (the header of what the rationale is about, read back as
+    ``answer``) let the bundle-level critique (:mod:`judgekit.holistic`, whose subject is the evidence
+    block) share this reader.
+    """
     system = next((m.get("content") or "" for m in messages if m.get("role") == "system"), "")
     user = next((m.get("content") or "" for m in reversed(messages) if m.get("role") == "user"), "")
-    if not isinstance(user, str) or not isinstance(system, str) or not system.startswith(CRITIQUE_SYSTEM):
+    if not isinstance(user, str) or not isinstance(system, str) or not system.startswith(system_prefix):
         return None
     cut = user.rfind("\n\n## Check\n")  # the last one is ours: only our text follows it
     if cut < 0:
         return None
     body, tail = user[:cut], user[cut + len("\n\n## Check\n") :]
     m = _KEY_LINE.match(tail)
-    answer_at = body.find("\n\n## Answer\n")
+    answer_at = body.find(subject)
     if m is None or answer_at < 0:
         return None
     pieces = []
-    start = answer_at + len("\n\n## Answer\n")
+    start = answer_at + len(subject)
     for header in _CRIT_HEADERS:
         at = body.find(header, start)
         if at < 0:

@@ -1,13 +1,17 @@
 """Reports: statistics from the store, assembled into report objects and rendered.
 
-Where this sits in the flow: :mod:`judgekit.store` holds verdicts and labels; this module loads each
-*source* (a run, one annotator, or the human consensus) with one column query into an
-``(n_examples, n_criteria)`` float matrix aligned on the dataset's example index, calls the pure
-functions of :mod:`judgekit.stats`, and returns frozen dataclasses. Each report renders as a JSON-able
-dict (``to_dict``; the shapes of design.md's "Contracts other tools rely on"), as a plain-text table
-(``render_*_table``), and the whole workbench view as a self-contained HTML or Markdown document
-(:func:`build_report`, :func:`render_html`, :func:`render_markdown`). The CLI (``cli_report.py``) and
-the dashboard pages are thin layers over these functions.
+Where this sits in the flow: :mod:`judgekit.store` holds verdicts and labels; :mod:`judgekit.sources`
+(the layer below) loads each *source* (a run, one annotator, or the human consensus) into an
+``(n_examples, n_criteria)`` float matrix aligned on the dataset's example index; this module takes
+sources, calls the pure functions of :mod:`judgekit.stats`, and returns frozen dataclasses. The loaders
+stay importable from here (``reports.load_run``, ``reports.load_human``, …). Each report renders as a
+JSON-able dict (``to_dict``; the shapes of design.md's "Contracts other tools rely on") and as a
+plain-text table (``render_*_table``); the whole workbench view (:func:`build_report`) as the tables of
+:func:`report_tables`, written out as Markdown here (:func:`render_markdown`) and as a self-contained
+HTML page with figures by :func:`judgekit.figures.render_html`. This module draws nothing: frames and
+figures (the pages, the notebook API's ``to_frame()`` / ``figure()``) live in the layer above,
+:mod:`judgekit.figures`. The CLI (``cli_report.py``) and the dashboard pages are thin layers over these
+functions.
 
 Conventions: 1.0 = pass, 0.0 = fail, NaN = unscored / unlabelled / unresolved. Scale criteria enter
 binary views through ``pass_at``. Statistics over two columns use the rows where both are present and
@@ -19,18 +23,47 @@ from __future__ import annotations
 import html
 import itertools
 import math
-from collections.abc import Iterable, Sequence
+import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import Any, Literal, NamedTuple
 
 import numpy as np
 from numpy.typing import NDArray
-from sqlalchemy import case, func, select
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from judgekit import config, matrix_cache, stats, store
-from judgekit.rubric import Criterion
+from judgekit import audit, noise, stats, store
+from judgekit.annotators import REFERENCE_ANNOTATOR, reliability
+from judgekit.numtext import fmt, interval_text  # noqa: F401 - interval_text: public here too
+from judgekit.pricing import (  # noqa: F401 - public here too (reports.price_calls, …)
+    DEFAULT_PRICES,
+    FREE_JUDGE_KINDS,
+    PRICES_FILE,
+    Price,
+    imported_cost,
+    load_prices,
+    price_calls,
+    totals_cost,
+)
+from judgekit.rawtext import excerpt
+from judgekit.sources import (  # the loaders, public here too (reports.load_run, …)
+    ExampleIndex,
+    Source,
+    SourceKind,
+    criteria_per_call,
+    example_index,
+    human_annotators,
+    label_tensor,
+    load_annotator,
+    load_human,
+    load_run,
+    load_sources,
+    resolve_dataset,
+    run_sample,
+    union_keys,
+    warm_cache,
+)
 
 __all__ = [
     "AgreementReport",
@@ -52,31 +85,35 @@ __all__ = [
     "build_report",
     "compare_runs",
     "compare_sources",
+    "criteria_per_call",
     "crosstab_report",
+    "example_index",
+    "imported_cost",
     "jsonable",
+    "label_tensor",
     "load_annotator",
+    "human_annotators",
     "load_human",
     "load_prices",
     "load_run",
+    "load_sources",
     "phi_report",
     "price_calls",
     "render_agreement_table",
     "render_compare_table",
     "render_crosstab_table",
-    "render_html",
     "render_markdown",
     "render_phi_table",
+    "report_tables",
     "render_runs_table",
     "resolve_dataset",
     "run_cost",
+    "run_sample",
     "runs_report",
     "judge_vs_judge",
+    "warm_cache",
 ]
 
-REFERENCE_ANNOTATOR = "reference"
-"""The demo's planted truth. Treated like any annotator, but left out of the ``--human`` consensus."""
-
-SourceKind = Literal["run", "human", "annotator"]
 Outcome = Literal["pass", "fail"]
 OUTCOMES: tuple[Outcome, Outcome] = ("pass", "fail")
 
@@ -107,419 +144,6 @@ def jsonable(x: Any) -> Any:
 def _round(x: float, digits: int) -> float:
     x = float(x)
     return round(x, digits) if math.isfinite(x) else math.nan
-
-
-# --------------------------------------------------------------------------------------------- loading
-
-
-@dataclass(frozen=True, eq=False)
-class ExampleIndex:
-    """The rows every source of a dataset is aligned on: internal example ids (sorted) and user ids."""
-
-    dataset_id: int
-    dataset: str
-    ids: NDArray[np.int64]
-    ext: NDArray[np.object_]
-
-    def __len__(self) -> int:
-        return int(self.ids.size)
-
-    def rows_of(self, example_ids: NDArray[np.int64]) -> NDArray[np.intp]:
-        return np.searchsorted(self.ids, example_ids)
-
-    def ext_ids(self, rows: Iterable[int] | NDArray[np.intp]) -> list[str]:
-        return [
-            str(e)
-            for e in self.ext[
-                np.asarray(list(rows) if not isinstance(rows, np.ndarray) else rows, dtype=np.intp)
-            ]
-        ]
-
-
-_index_cache_key = "_judgekit_example_index"
-
-
-def example_index(s: Session, dataset_id: int) -> ExampleIndex:
-    """The dataset's example index (cached on the session: every source of one report shares it)."""
-    cache: dict[int, ExampleIndex] = s.info.setdefault(_index_cache_key, {})
-    if dataset_id not in cache:
-        name = s.scalar(select(store.Dataset.name).where(store.Dataset.id == dataset_id)) or str(dataset_id)
-        E = store.Example
-        n, last = s.execute(select(func.count(), func.max(E.id)).where(E.dataset_id == dataset_id)).one()
-
-        def compute() -> dict[str, np.ndarray]:
-            rows = s.execute(select(E.id, E.ext_id).where(E.dataset_id == dataset_id).order_by(E.id)).all()
-            ids, ext = (list(c) for c in zip(*rows, strict=True)) if rows else ([], [])
-            return {"ids": np.asarray(ids, dtype=np.int64), "ext": np.asarray(ext, dtype=np.str_)}
-
-        arrays = matrix_cache.cached(_db_key(s), "index", str(dataset_id), f"{n}:{last}", compute)
-        cache[dataset_id] = ExampleIndex(dataset_id, name, arrays["ids"], arrays["ext"].astype(object))
-    return cache[dataset_id]
-
-
-def _db_key(s: Session) -> str:
-    return s.get_bind().url.render_as_string(hide_password=True)
-
-
-def _columns(s: Session, stmt, n: int) -> list[NDArray[np.float64]]:
-    """Run a numeric column query; each column as a float array (NULL → NaN).
-
-    The statement is compiled by SQLAlchemy but fetched on the DBAPI cursor of the session's own
-    connection (same transaction): plain tuples go straight into one ``np.array``, which is ~3x faster
-    than building Row objects for a million verdicts.
-    """
-    conn = s.connection()
-    compiled = stmt.compile(dialect=conn.dialect, compile_kwargs={"render_postcompile": True})
-    params = compiled.params
-    args = tuple(params[k] for k in compiled.positiontup or ()) if compiled.positional else params
-    cursor = conn.connection.dbapi_connection.cursor()
-    try:
-        cursor.execute(str(compiled), args)
-        rows = cursor.fetchall()
-    finally:
-        cursor.close()
-    if not rows:
-        return [np.empty(0) for _ in range(n)]
-    return list(np.array(rows, dtype=np.float64).reshape(len(rows), n).T)
-
-
-def _thresholds(criteria: Sequence[Criterion]) -> NDArray[np.float64]:
-    """Per-column pass threshold: ``pass_at`` for scale criteria, 1 for binary (1 ≥ 1 pass, 0 fail)."""
-    return np.array([(c.pass_at or 3) if c.is_scale else 1 for c in criteria], dtype=np.float64)
-
-
-@dataclass(frozen=True, eq=False)
-class Source:
-    """One column of evidence -- a run, an annotator, or the human consensus -- over a dataset's examples.
-
-    ``raw`` holds stored values (1/0 or 1–5; NaN where unscored or absent), ``binary`` the pass/fail view
-    (scale criteria through ``pass_at``; for the human consensus the majority of the annotators'
-    binary views). Rows follow ``index``; ``covered`` marks rows with at least one scored value.
-    ``key`` names the source in every output: ``run:NAME``, ``human``, ``human:NAME``, ``annotator:NAME``.
-    """
-
-    key: str
-    kind: SourceKind
-    judge: str
-    criteria: tuple[Criterion, ...]
-    index: ExampleIndex
-    raw: NDArray[np.float64]
-    binary: NDArray[np.float64]
-    p_pass: NDArray[np.float64] | None = None
-    run_id: int | None = None
-    judge_kind: str | None = None
-    model: str | None = None
-    missing: frozenset[str] = frozenset()
-    judged: frozenset[str] = frozenset()  # criteria with at least one stored row (scored or not)
-
-    @property
-    def keys(self) -> list[str]:
-        return [c.key for c in self.criteria]
-
-    @property
-    def covered(self) -> NDArray[np.bool_]:
-        return ~np.isnan(self.raw).all(axis=1) if self.raw.shape[1] else np.zeros(len(self.index), bool)
-
-    @property
-    def n(self) -> int:
-        return int(self.covered.sum())
-
-    @property
-    def is_human(self) -> bool:
-        return self.kind != "run"
-
-    @property
-    def noun(self) -> str:
-        return "verdict" if self.kind == "run" else "label"
-
-    def col(self, key: str) -> int:
-        try:
-            return self.keys.index(key)
-        except ValueError:
-            raise ValueError(
-                f"criterion {key!r} is not in {self.key} (criteria: {', '.join(self.keys) or 'none'})"
-            ) from None
-
-    def select(self, keys: Sequence[str]) -> Source:
-        """The same source with columns ``keys`` in that order (all-NaN columns for keys it lacks)."""
-        n = len(self.index)
-        have = {k: i for i, k in enumerate(self.keys)}
-        crits, missing = [], set(self.missing)
-        raw = np.full((n, len(keys)), np.nan)
-        binary = np.full((n, len(keys)), np.nan)
-        pp = None if self.p_pass is None else np.full((n, len(keys)), np.nan)
-        for j, k in enumerate(keys):
-            i = have.get(k)
-            if i is None:
-                crits.append(Criterion(key=k, question=""))
-                missing.add(k)
-                continue
-            crits.append(self.criteria[i])
-            raw[:, j] = self.raw[:, i]
-            binary[:, j] = self.binary[:, i]
-            if pp is not None:
-                pp[:, j] = self.p_pass[:, i]
-        return replace(
-            self, criteria=tuple(crits), raw=raw, binary=binary, p_pass=pp, missing=frozenset(missing)
-        )
-
-
-def load_run(s: Session, ref: str | int | store.Run) -> Source:
-    """A run's verdicts as a source: one query on (example, criterion, value, p_pass) columns."""
-    run = ref if isinstance(ref, store.Run) else store.get_run(s, ref)
-    judge = s.get(store.Judge, run.judge_id)
-    rubric_row = s.get(store.RubricRow, run.rubric_id)
-    criteria = store.rubric_value(s, rubric_row).criteria
-    crit_ids = np.array([c.id for c in store.criterion_rows(s, run.rubric_id)], dtype=np.float64)
-    index = example_index(s, run.dataset_id)
-
-    def compute() -> dict[str, np.ndarray]:
-        ex, cid, value, p_pass = _columns(
-            s,
-            select(
-                store.Verdict.example_id, store.Verdict.criterion_id, store.Verdict.value, store.Verdict.p_pass
-            ).where(store.Verdict.run_id == run.id),
-            4,
-        )
-        order = np.argsort(crit_ids)
-        cols = order[np.searchsorted(crit_ids[order], cid)] if cid.size else np.empty(0, np.intp)
-        rows = index.rows_of(ex.astype(np.int64))
-        raw = np.full((len(index), len(criteria)), np.nan)
-        raw[rows, cols] = value
-        pp = np.full_like(raw, np.nan)
-        pp[rows, cols] = p_pass
-        return {"raw": raw, "p_pass": pp, "judged": np.unique(cols).astype(np.int64)}
-
-    # verdicts are only ever inserted (resume skips existing ones), so the largest id versions a run
-    last = s.scalar(select(func.max(store.Verdict.id)).where(store.Verdict.run_id == run.id))
-    # (ids can be reused after a delete, so the run's creation time is part of the key)
-    arrays = matrix_cache.cached(_db_key(s), "run", f"{run.id}:{run.created_at}",
-                                 f"{last}:{len(index)}:{crit_ids.tolist()}", compute)
-    raw, pp = arrays["raw"], arrays["p_pass"]
-    judged = frozenset(criteria[int(c)].key for c in arrays["judged"])
-    if not np.isfinite(pp).any():
-        pp = None
-    return Source(
-        key=f"run:{run.name}",
-        kind="run",
-        judge=store.judge_label(judge) if judge else "?",
-        criteria=tuple(criteria),
-        index=index,
-        raw=raw,
-        binary=stats.binarize(raw, _thresholds(criteria)),
-        p_pass=pp,
-        judged=judged,
-        run_id=run.id,
-        judge_kind=judge.kind if judge else None,
-        model=judge.model if judge else None,
-    )
-
-
-def _label_criteria(s: Session, keys: Iterable[str]) -> tuple[Criterion, ...]:
-    """Definitions for label keys, in rubric order (rubrics by id), then any stray keys alphabetically."""
-    wanted = set(keys)
-    by_key = store.criteria_by_key(s)
-    ordered: list[str] = []
-    rubric_ids = s.scalars(select(store.RubricRow.id).order_by(store.RubricRow.id)).all()
-    for rid in rubric_ids:
-        for c in store.criterion_rows(s, rid):
-            if c.key in wanted and c.key not in ordered:
-                ordered.append(c.key)
-    ordered += sorted(wanted - set(ordered))
-    return tuple(by_key[k][0] if k in by_key else Criterion(key=k, question="") for k in ordered)
-
-
-def _labelled_keys(s: Session, dataset_id: int) -> list[str]:
-    """Criterion keys with at least one label in the dataset: an EXISTS probe per known key (cheap), plus
-    a scan for keys no rubric defines only when such labels exist."""
-    L, E = store.Label, store.Example
-    in_dataset = select(L.id).join(E, E.id == L.example_id).where(E.dataset_id == dataset_id)
-    known = list(store.criteria_by_key(s))
-    keys = [k for k in known if s.scalar(select(in_dataset.where(L.criterion == k).exists()))]
-    if s.scalar(select(in_dataset.where(L.criterion.not_in(known)).exists())):
-        keys += s.scalars(
-            select(L.criterion).join(E, E.id == L.example_id)
-            .where(E.dataset_id == dataset_id, L.criterion.not_in(known)).distinct()
-        ).all()
-    return keys
-
-
-def label_tensor(
-    s: Session, index: ExampleIndex, criteria: Sequence[Criterion] | None, annotators: Sequence[str] | None
-) -> tuple[list[str], tuple[Criterion, ...], NDArray[np.float64], frozenset[str]]:
-    """Labels as ``(n_annotators, n_examples, n_criteria)`` raw values, and the keys that have a label.
-
-    One numeric column query per criterion, fetched straight into numpy (a 100k-example demo holds 1M
-    labels: Row objects for them would cost seconds and most of a gigabyte)."""
-    names = list(annotators) if annotators is not None else store.annotators_for_dataset(s, index.dataset_id)
-    ann_ids = dict(s.execute(select(store.Annotator.name, store.Annotator.id)
-                             .where(store.Annotator.name.in_(names))).all())
-    names = [a for a in names if a in ann_ids]
-    if criteria is None:
-        criteria = _label_criteria(s, _labelled_keys(s, index.dataset_id))
-    if names:
-        lo, hi = index.ids.min(initial=0), index.ids.max(initial=0)
-        lab = store.Label
-        version = s.execute(
-            select(func.count(), func.max(lab.id), func.max(lab.updated_at))
-            .where(lab.example_id.between(int(lo), int(hi)))
-        ).one()
-        key = f"{index.dataset_id}:{names}:{[c.key for c in criteria]}"
-        arrays = matrix_cache.cached(
-            _db_key(s), "labels", key, f"{tuple(version)}:{len(index)}",
-            lambda: _fetch_label_tensor(s, index, criteria, names, ann_ids),
-        )
-        return names, tuple(criteria), arrays["L"], frozenset(str(k) for k in arrays["judged"])
-    return names, tuple(criteria), np.full((0, len(index), len(criteria)), np.nan), frozenset()
-
-
-def _fetch_label_tensor(
-    s: Session, index: ExampleIndex, criteria: Sequence[Criterion], names: list[str], ann_ids: dict[str, int]
-) -> dict[str, np.ndarray]:
-    L = np.full((len(names), len(index), len(criteria)), np.nan)
-    ids = np.array([ann_ids[a] for a in names], dtype=np.float64)
-    order = np.argsort(ids)
-    judged = set()
-    for j, c in enumerate(criteria):
-        ex, ann, value = _columns(
-            s,
-            select(store.Label.example_id, store.Label.annotator_id, store.Label.value)
-            .join(store.Example, store.Example.id == store.Label.example_id)
-            .where(store.Example.dataset_id == index.dataset_id, store.Label.criterion == c.key,
-                   store.Label.annotator_id.in_([ann_ids[a] for a in names])),
-            3,
-        )
-        if ex.size:
-            judged.add(c.key)
-            L[order[np.searchsorted(ids[order], ann)], index.rows_of(ex.astype(np.int64)), j] = value
-    return {"L": L, "judged": np.asarray(sorted(judged), dtype=np.str_)}
-
-
-def resolve_dataset(s: Session, name: str | None) -> store.Dataset:
-    """The named dataset, or the only one in the workspace."""
-    if name:
-        return store.get_dataset(s, name)
-    all_ = s.scalars(select(store.Dataset).order_by(store.Dataset.id)).all()
-    if len(all_) == 1:
-        return all_[0]
-    if not all_:
-        raise store.NotFound("no dataset in the workspace (see `judgekit import-dataset` or `judgekit demo`)")
-    raise ValueError(f"several datasets ({', '.join(d.name for d in all_)}): pass --dataset NAME")
-
-
-def load_annotator(
-    s: Session, dataset: str | store.Dataset, name: str, criteria: Sequence[Criterion] | None = None
-) -> Source:
-    """One annotator's labels as a source (``annotator:NAME``)."""
-    ds = dataset if isinstance(dataset, store.Dataset) else store.get_dataset(s, dataset)
-    index = example_index(s, ds.id)
-    names, crits, L, judged = label_tensor(s, index, criteria, [name])
-    if not names:
-        known = store.annotators_for_dataset(s, ds.id)
-        raise store.NotFound(
-            f"annotator {name!r} has no labels in dataset {ds.name!r} "
-            f"(annotators: {', '.join(known) or 'none'})"
-        )
-    raw = L[0]
-    return Source(
-        key=f"annotator:{name}",
-        kind="annotator",
-        judge=f"human annotator {name}",
-        criteria=crits,
-        index=index,
-        raw=raw,
-        binary=stats.binarize(raw, _thresholds(crits)),
-        judged=judged,
-    )
-
-
-def load_human(
-    s: Session, dataset: str | store.Dataset, criteria: Sequence[Criterion] | None = None
-) -> Source:
-    """The human column: the majority of every annotator except ``reference``, ties unresolved (NaN).
-
-    * Binary view: :func:`judgekit.labeling.settle` — the majority of the annotators' binary
-      views (scale labels through ``pass_at``), a tie NaN (never a silent pass or fail), and where an
-      ``adjudicator`` labelled a cell, the adjudicators settle it.
-    * Raw view (scale metrics): :func:`stats.consensus_scale` (median) for scale criteria.
-    * ``reference`` (the demo's planted truth) is left out whenever another annotator exists; when it is
-      the only annotator the human column *is* ``reference`` and the source says ``human:reference``.
-      The source key is ``human`` otherwise; ``judge`` names the annotators behind it.
-
-    Raises ``NotFound`` when the dataset has no labels at all.
-    """
-    from judgekit import labeling
-
-    ds = dataset if isinstance(dataset, store.Dataset) else store.get_dataset(s, dataset)
-    index = example_index(s, ds.id)
-    every = store.annotators_for_dataset(s, ds.id)
-    if not every:
-        raise store.NotFound(f"dataset {ds.name!r} has no human labels (see `judgekit import-labels`)")
-    chosen = [a for a in every if a != REFERENCE_ANNOTATOR] or every
-    names, crits, L, judged = label_tensor(s, index, criteria, chosen)
-    roles = dict(s.execute(select(store.Annotator.name, store.Annotator.role)
-                           .where(store.Annotator.name.in_(names))).all())
-    binary = labeling.settle(L, [roles.get(n) or "annotator" for n in names], crits)
-    scale = np.array([c.is_scale for c in crits], dtype=bool)
-    raw = binary.copy()
-    if scale.any() and names:
-        raw[:, scale] = stats.consensus_scale(L[:, :, scale])
-    if chosen == [REFERENCE_ANNOTATOR]:
-        key, judge = "human:reference", "human: reference (the demo's planted truth)"
-    elif len(chosen) == 1:
-        key, judge = "human", f"human: {chosen[0]}"
-    else:
-        key, judge = "human", f"human consensus: majority of {', '.join(chosen)} (ties unresolved)"
-    return Source(
-        key=key, kind="human", judge=judge, criteria=crits, index=index, raw=raw, binary=binary, judged=judged
-    )
-
-
-def load_sources(
-    s: Session,
-    runs: Sequence[str] = (),
-    *,
-    human: bool = False,
-    annotators: Sequence[str] = (),
-    dataset: str | None = None,
-) -> list[Source]:
-    """Runs first, then the human column and annotators, on one shared dataset and criteria list.
-
-    Human sources are built on the runs' criteria (union, in order) so their columns line up; with no
-    run they cover every labelled criterion of the dataset (``--dataset`` or the only dataset).
-    """
-    sources = [load_run(s, r) for r in runs]
-    datasets = {src.index.dataset_id: src.index.dataset for src in sources}
-    if len(datasets) > 1:
-        raise ValueError(
-            f"the runs belong to different datasets ({', '.join(sorted(datasets.values()))}); "
-            "a report compares sources on one dataset"
-        )
-    if sources:
-        ds = s.get(store.Dataset, sources[0].index.dataset_id)
-        if dataset and ds.name != dataset:
-            raise ValueError(f"run {sources[0].key} belongs to dataset {ds.name!r}, not {dataset!r}")
-    elif human or annotators:
-        ds = resolve_dataset(s, dataset)
-    else:
-        raise ValueError("choose at least one source: --run NAME, --human or --annotator NAME")
-    keys = _union_keys(sources)
-    crits: tuple[Criterion, ...] | None = None
-    if sources:
-        by_key = {c.key: c for src in sources for c in src.criteria}
-        crits = tuple(by_key[k] for k in keys)
-    if human:
-        sources.append(load_human(s, ds, crits))
-    for a in annotators:
-        sources.append(load_annotator(s, ds, a, crits))
-    keys = _union_keys(sources)
-    return [src.select(keys) for src in sources]
-
-
-def _union_keys(sources: Sequence[Source]) -> list[str]:
-    """Criteria of every source, in order, without those nobody judged (unless nobody judged anything)."""
-    every = list(dict.fromkeys(k for src in sources for k in src.keys))
-    return [k for k in every if any(k in src.judged for src in sources)] or every
 
 
 # --------------------------------------------------------------------------------------------- crosstab
@@ -555,18 +179,6 @@ class CrosstabReport:
             "cells": self.cells,
             "message": self.message,
         }
-
-    def to_frame(self):
-        """The 2×2 table as a pandas frame (counts, row totals, column failure rate per row)."""
-        from judgekit import figures
-
-        return figures.crosstab_table(self, formatted=False)
-
-    def figure(self):
-        """The 2×2 counts as a plotly heatmap."""
-        from judgekit import figures
-
-        return figures.crosstab_figure(self)
 
 
 def crosstab_report(source: Source, row: str, col: str) -> CrosstabReport:
@@ -616,7 +228,7 @@ def render_crosstab_table(report: CrosstabReport) -> str:
 
 @dataclass(frozen=True, eq=False)
 class PhiColumn:
-    """One source's phi matrix with bootstrap CIs and the reasons behind every undefined entry."""
+    """One source's phi matrix with 95 % posterior intervals and the reasons behind every undefined entry."""
 
     source: str
     judge: str
@@ -644,7 +256,13 @@ class PhiColumn:
 
 
 class AuditRow(NamedTuple):
-    """The association audit of one criterion pair: phi and CI per source, and the verdict."""
+    """The association audit of one criterion pair (:func:`judgekit.audit.association_verdict`).
+
+    ``values``: per source (each run, and the human column) ``(phi, lo, hi)`` -- a run's phi over the
+    answers it judged, the humans' phi post-stratified on the reference run's cells; ``reasons`` says why
+    an entry is undefined. ``evidence`` holds the paired comparisons the verdict rests on; ``label_more``
+    what would decide an undecided pair.
+    """
 
     a: str
     b: str
@@ -652,15 +270,35 @@ class AuditRow(NamedTuple):
     verdict: str
     induced_by: list[str]
     note: str
+    distorted_by: list[str] = []
+    reasons: dict[str, str] = {}
+    evidence: audit.PairEvidence | None = None
+    label_more: audit.LabelMore | None = None
+    noise_floor: float = math.nan  # the pair's noise floor the verdict read shifts against (nan: unknown)
 
     def to_dict(self) -> dict:
+        values = {}
+        for k, v in self.values.items():
+            values[k] = {"phi": v[0], "lo": v[1], "hi": v[2]}
+            if k in self.reasons:
+                values[k]["reason"] = self.reasons[k]
+        e = self.evidence
         return {
             "a": self.a,
             "b": self.b,
-            "values": {k: {"phi": v[0], "lo": v[1], "hi": v[2]} for k, v in self.values.items()},
+            "values": values,
             "verdict": self.verdict,
             "induced_by": self.induced_by,
             "note": self.note,
+            "distorted_by": self.distorted_by,
+            "reference": e.reference if e else None,
+            "evidence": None if e is None else {
+                "human": e.human.to_dict() if e.human is not None else None,
+                "shift": {k: x.to_dict() for k, x in e.shift.items()},
+                "vs_human": {k: x.to_dict() for k, x in e.vs_human.items()},
+            },
+            "label_more": self.label_more.to_dict() if self.label_more else None,
+            "noise_floor": self.noise_floor if math.isfinite(self.noise_floor) else None,
         }
 
 
@@ -671,6 +309,8 @@ class PhiReport:
     audit: list[AuditRow]
     human: str | None
     n_boot: int
+    reference: str | None = None
+    noise_floor: str | None = None  # where the audit's noise floor comes from (None: unknown, counted as 0)
 
     def to_dict(self) -> dict:
         return {
@@ -679,6 +319,10 @@ class PhiReport:
             "audit": [a.to_dict() for a in self.audit],
             "human": self.human,
             "n_boot": self.n_boot,
+            "reference": self.reference,
+            "noise_floor": self.noise_floor,
+            "interval": INTERVAL_NOTE,
+            "fdr": FDR_NOTE,
         }
 
     def column(self, source: str) -> PhiColumn:
@@ -687,17 +331,20 @@ class PhiReport:
                 return c
         raise KeyError(source)
 
-    def to_frame(self):
-        """One row per source and criterion pair: phi, CI, n and the audit's verdict (pandas)."""
-        from judgekit import figures
 
-        return figures.phi_frame(self)
-
-    def figure(self, source: str | None = None):
-        """The phi heatmap of ``source``, or of every source side by side (plotly)."""
-        from judgekit import figures
-
-        return figures.phi_figure(self, source)
+VERDICT_LEGEND = (
+    "real: the humans see it; distorted by H: real, but H changes its size or sign; induced by H: H shows more "
+    "than the reference harness on the same answers and the humans do not back it; none: the humans' interval "
+    "lies within ±0.2; undecided: label about k more answers from the named cells to decide."
+)
+INTERVAL_NOTE = (
+    "95% equal-tailed posterior intervals: Dirichlet posterior of the 2×2 cells with the Jeffreys prior; "
+    "paired differences from one joint posterior over the answers"
+)
+FDR_NOTE = (
+    f"false discovery rate {audit.FDR_Q:.0%} (Benjamini–Hochberg) within each kind of evidence — humans' phi ≠ 0, "
+    "harness − reference, harness − humans — across all pairs and harnesses"
+)
 
 
 def undefined_phi_notes(src: Source, name: str | None = None) -> dict[str, str]:
@@ -721,12 +368,14 @@ def undefined_phi_notes(src: Source, name: str | None = None) -> dict[str, str]:
     return notes
 
 
-def phi_column(src: Source, n_boot: int = 1000, seed: int = 0) -> PhiColumn:
-    """Phi matrix and percentile-bootstrap CIs over the examples the source covers."""
+def phi_column(src: Source, n_boot: int = 1000, seed: int = 0, name: str | None = None) -> PhiColumn:
+    """Phi matrix and 95 % posterior intervals (:func:`stats.phi_ci`, ``n_boot`` draws) over the examples
+    the source covers; undefined entries are ``nan`` with the reason in ``notes`` (naming the source by
+    ``name``, default its key)."""
     V = src.binary[src.covered]
     pm = stats.phi_matrix(V)
-    ci = stats.phi_bootstrap_ci(V, n_boot=n_boot, seed=seed)
-    crit_notes = undefined_phi_notes(src)
+    ci = stats.phi_ci(V, n_draws=n_boot, seed=seed)
+    crit_notes = undefined_phi_notes(src, name)
     notes = list(crit_notes.values())
     if src.n == 0:
         notes.insert(0, f"{src.key} has no scored {src.noun}s: every phi is undefined")
@@ -739,36 +388,119 @@ def _human_column(columns: Sequence[PhiColumn]) -> PhiColumn | None:
     )
 
 
-def association_audit(columns: Sequence[PhiColumn], criteria: Sequence[str]) -> list[AuditRow]:
-    """For every criterion pair: phi and CI under each run and the human column, and whether the
-    association is real, induced by a harness, or undecided (:func:`stats.association_audit`).
+def reference_run(sources: Sequence[Source], prefer: str | None = None) -> Source | None:
+    """The least-conditioned run, the audit's reference: ``prefer`` (a run name or source key) if given;
+    else the fewest criteria per call (split before grouped before single), a run whose harness is
+    unknown (imported) only after those that say; ties go to the run whose associations are weakest
+    overall (mean |phi| over its defined pairs) -- conditioning only ever adds association -- then to
+    the first. None without runs."""
+    runs = [src for src in sources if src.kind == "run"]
+    if not runs:
+        return None
+    if prefer:
+        for r in runs:
+            if prefer in (r.key, r.key.removeprefix("run:")):
+                return r
+        raise ValueError(f"--reference {prefer}: not one of the runs ({', '.join(r.key for r in runs)})")
 
-    The human column is the ``human`` source if present, else the first annotator; other annotator
-    columns are not harnesses and stay out of the verdict. Without a human column every verdict is
-    ``"no human column"``.
+    def mean_abs_phi(r: Source) -> float:
+        P = stats.phi_matrix(r.binary[r.covered]).phi
+        off = P[~np.eye(len(P), dtype=bool)]
+        off = np.abs(off[np.isfinite(off)])
+        return float(off.mean()) if off.size else math.inf
+
+    rank = {id(r): (r.per_call is None, r.per_call or 0) for r in runs}
+    best = [r for r in runs if rank[id(r)] == min(rank.values())]
+    return best[0] if len(best) == 1 else min(best, key=lambda r: (mean_abs_phi(r), runs.index(r)))
+
+
+def association_audit(
+    sources: Sequence[Source],
+    columns: Sequence[PhiColumn],
+    criteria: Sequence[str],
+    n_draws: int = 1000,
+    seed: int = 0,
+    reference: str | None = None,
+    noise_floor: noise.NoiseFloor | None = None,
+    run_ci: dict[str, stats.PhiCI] | None = None,
+) -> list[AuditRow]:
+    """For every criterion pair: each run's phi, the humans' phi, the paired comparisons between them
+    (:func:`judgekit.audit.audit_evidence`) and the verdict (:func:`judgekit.audit.association_verdict`):
+    real, induced by a harness, distorted by a harness, none, or undecided with how many more labels
+    would decide it.
+
+    ``sources`` and ``columns`` are parallel. The human column is the ``human`` source if present, else the
+    first annotator; other annotator columns are not harnesses and stay out of the verdict. Without a
+    human column the verdict is ``"no human column"`` (the harness shifts are still measured).
+    ``noise_floor`` (from repeat runs, :func:`judgekit.noise.find_floor`): no harness is blamed for a shift
+    within its pair's floor. ``run_ci``: each run's phi intervals over every answer it judged, by source key,
+    where ``columns`` count fewer answers (default: the columns' own).
     """
-    human = _human_column(columns)
-    used = [c for c in columns if c.kind == "run" or c is human]
-    human_key = human.source if human else "human"
+    human_col = _human_column(columns)
+    runs = [(src, col) for src, col in zip(sources, columns, strict=True) if src.kind == "run"]
+    ref = reference_run([src for src, _ in runs], reference)
+    human_src = next((src for src, col in zip(sources, columns, strict=True) if col is human_col), None)
+    if not runs and human_src is None:
+        return []
+    ev = audit.audit_evidence(
+        [src.binary for src, _ in runs],
+        [src.key for src, _ in runs],
+        criteria,
+        reference=next((i for i, (src, _) in enumerate(runs) if src is ref), None),
+        human=human_src.binary if human_src is not None else None,
+        human_key=human_src.key if human_src is not None else "human",
+        harness_ci=[run_ci[src.key] if run_ci else stats.PhiCI(col.ci_low, col.ci_high) for src, col in runs],
+        n_draws=n_draws,
+        seed=seed,
+    )
     out = []
-    for i, j in itertools.combinations(range(len(criteria)), 2):
-        values = {c.source: (float(c.phi[i, j]), float(c.ci_low[i, j]), float(c.ci_high[i, j])) for c in used}
-        v = stats.association_audit(values, human_key)
-        out.append(AuditRow(criteria[i], criteria[j], values, v.verdict, list(v.induced_by), v.note))
+    for e in ev.pairs:
+        floor = noise_floor.pair_floor(e.a, e.b) if noise_floor is not None else math.nan
+        v = audit.association_verdict(e, floor)
+        values = {k: (x.value, x.lo, x.hi) for k, x in e.harness.items()}
+        reasons = {k: x.reason for k, x in e.harness.items() if x.reason}
+        if e.human is not None:
+            values[e.human_key] = (e.human.value, e.human.lo, e.human.hi)
+            if e.human.reason:
+                reasons[e.human_key] = e.human.reason
+        out.append(AuditRow(e.a, e.b, values, v.verdict, list(v.induced_by), v.note, list(v.distorted_by),
+                            reasons, e, v.label_more, floor))
     return out
 
 
-def phi_report(sources: Sequence[Source], n_boot: int = 1000, seed: int = 0) -> PhiReport:
-    """Phi matrices (with CIs) of every source on one criteria list, plus the association audit."""
-    keys = _union_keys(sources)
+def phi_report(
+    sources: Sequence[Source], n_boot: int = 1000, seed: int = 0, reference: str | None = None,
+    matrices_over: NDArray[np.bool_] | None = None, names: Sequence[str] | None = None,
+    noise_floor: noise.NoiseFloor | None = None,
+) -> PhiReport:
+    """Phi matrices (with intervals) of every source on one criteria list, plus the association audit;
+    ``reference`` names the run to compare the others with (default: :func:`reference_run`).
+    ``matrices_over``: the answers (rows of the sources' index, e.g. the ones the humans labelled) the
+    matrices count; the audit still counts every answer. ``names``: how the undefined-phi notes name each
+    source (default: its key). ``noise_floor``: the judge's noise floor from repeat runs
+    (:func:`judgekit.noise.find_floor`), read by the audit."""
+    keys = union_keys(sources)
     sources = [src.select(keys) for src in sources]
-    columns = [phi_column(src, n_boot=n_boot, seed=seed) for src in sources]
+    # one restricted copy at a time: at 100k answers each is ~10 MB, and the audit's draws are the peak
+    columns = [phi_column(src if matrices_over is None else src.only(matrices_over), n_boot=n_boot, seed=seed,
+                          name=name)
+               for src, name in zip(sources, names or [None] * len(sources), strict=True)]
     human = _human_column(columns)
-    return PhiReport(keys, columns, association_audit(columns, keys), human.source if human else None, n_boot)
+    ref = reference_run(sources, reference)
+    # the audit counts every answer each run judged, whatever the matrices count: its runs' own intervals are
+    # those the unrestricted columns print (the same draws), so the toggle never changes a verdict
+    run_ci = None if matrices_over is None else {
+        src.key: stats.phi_ci(src.binary[src.covered], n_draws=n_boot, seed=seed) for src in sources
+        if src.kind == "run"}
+    rows = association_audit(sources, columns, keys, n_draws=n_boot, seed=seed, reference=ref.key if ref else None,
+                             noise_floor=noise_floor, run_ci=run_ci)
+    floor = (f"repeat runs {' and '.join(noise_floor.runs[:2])} ({noise_floor.harness}, n = {noise_floor.n})"
+             if noise_floor is not None else None)
+    return PhiReport(keys, columns, rows, human.source if human else None, n_boot, ref.key if ref else None, floor)
 
 
-def _f(x: float, fmt: str = ".2f") -> str:
-    return "—" if x is None or not math.isfinite(float(x)) else format(float(x), fmt)
+def _f(x: float, spec: str = ".2f") -> str:
+    return fmt(x, spec, missing="—")
 
 
 def render_phi_table(report: PhiReport) -> str:
@@ -783,93 +515,34 @@ def render_phi_table(report: PhiReport) -> str:
         out += [f"  note: {n}" for n in c.notes]
         out.append("")
     if report.audit:
-        out.append("association audit" + ("" if report.human else " (no human column)"))
+        out.append("association audit" + ("" if report.human else " (no human column)")
+                   + (f"; reference harness {report.reference}" if report.reference else "")
+                   + f"; noise floor: {report.noise_floor or 'unknown (no repeat runs), counted as 0'}")
+        out.append(f"  {INTERVAL_NOTE}; {FDR_NOTE}")
         for a in report.audit:
-            vals = "  ".join(f"{k} {_f(v[0])} [{_f(v[1])}, {_f(v[2])}]" for k, v in a.values.items())
-            blame = f" by {', '.join(a.induced_by)}" if a.induced_by else ""
-            out.append(f"  {a.a} × {a.b}: {a.verdict}{blame}   {vals}")
+            out.append(f"  {a.a} × {a.b}: {audit_verdict_text(a)}")
+            out.append("      " + "   ".join(f"{k} {phi_with_interval(v)}" for k, v in a.values.items()))
+            out.append(f"      {a.note}")
     return "\n".join(out).rstrip()
 
 
+def phi_with_interval(v: tuple[float, float, float]) -> str:
+    """``+0.42 [+0.33, +0.50]``, or ``undefined`` -- never a number where the quantity has none."""
+    if not math.isfinite(v[0]):
+        return "undefined"
+    return f"{v[0]:+.2f} [{v[1]:+.2f}, {v[2]:+.2f}]"
+
+
+def audit_verdict_text(a: AuditRow) -> str:
+    """The verdict with whom it blames: ``induced by run:single``, ``distorted by run:single``."""
+    if a.induced_by:
+        return f"{a.verdict} by {', '.join(a.induced_by)}"
+    if a.distorted_by:
+        return f"{a.verdict} by {', '.join(a.distorted_by)}"
+    return a.verdict
+
+
 # ------------------------------------------------------------------------------------------- prices and cost
-
-
-class Price(NamedTuple):
-    """USD per one million tokens."""
-
-    input: float
-    cached_input: float
-    output: float
-
-
-DEFAULT_PRICES: dict[str, Price] = {
-    # Published list prices (USD / 1M tokens) at the time of writing; override in <home>/prices.yaml.
-    "gpt-4o": Price(2.50, 1.25, 10.00),
-    "gpt-4o-mini": Price(0.15, 0.075, 0.60),
-    "gpt-4.1": Price(2.00, 0.50, 8.00),
-    "gpt-4.1-mini": Price(0.40, 0.10, 1.60),
-    "gpt-4.1-nano": Price(0.10, 0.025, 0.40),
-}
-FREE_JUDGE_KINDS = frozenset({"simulated", "local", "imported"})
-PRICES_FILE = "prices.yaml"
-
-
-def load_prices(path: str | Path | None = None) -> dict[str, Price]:
-    """The price table: built-in defaults overlaid with ``prices.yaml`` in the workspace home if present.
-
-    File format (USD per 1M tokens; ``cached_input`` defaults to ``input``)::
-
-        gpt-4o-mini: {input: 0.15, cached_input: 0.075, output: 0.60}
-        my-vllm-model: {input: 0, output: 0}
-    """
-    import yaml
-
-    prices = dict(DEFAULT_PRICES)
-    path = Path(path) if path else config.home() / PRICES_FILE
-    if not path.is_file():
-        return prices
-    try:
-        doc = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    except yaml.YAMLError as e:
-        raise ValueError(f"{path}: invalid YAML ({e.__class__.__name__})") from None
-    if not isinstance(doc, dict):
-        raise ValueError(f"{path}: expected a mapping of model name → {{input, cached_input, output}}")
-    for model, entry in doc.items():
-        try:
-            inp = float(entry["input"])
-            prices[str(model)] = Price(inp, float(entry.get("cached_input", inp)), float(entry["output"]))
-        except (TypeError, KeyError, ValueError, AttributeError):
-            raise ValueError(
-                f"{path}: field {model!r}: needs numeric input and output "
-                "(USD per 1M tokens; cached_input optional)"
-            ) from None
-    return prices
-
-
-def _price_for(model: str | None, prices: dict[str, Price]) -> Price | None:
-    """Exact name, else the longest table name the model extends (``gpt-4o-2024-08-06``, ``x/gpt-4o``)."""
-    if not model:
-        return None
-    name = model.split("/")[-1]
-    for candidate in (model, name):
-        if candidate in prices:
-            return prices[candidate]
-    for key in sorted(prices, key=len, reverse=True):
-        if name.startswith(key + "-"):
-            return prices[key]
-    return None
-
-
-def price_calls(
-    model: str | None, prompt: int, cached: int, completion: int, prices: dict[str, Price] | None = None
-) -> float | None:
-    """USD for token totals; cached prompt tokens are billed at the cached rate. ``None`` if unknown model."""
-    price = _price_for(model, load_prices() if prices is None else prices)
-    if price is None:
-        return None
-    cached = min(cached or 0, prompt or 0)
-    uncached = (prompt or 0) - cached
-    return (uncached * price.input + cached * price.cached_input + (completion or 0) * price.output) / 1e6
 
 
 @dataclass(frozen=True)
@@ -894,32 +567,14 @@ class CostSummary:
 
 
 def run_cost(s: Session, run: store.Run, prices: dict[str, Price] | None = None) -> CostSummary:
-    C = store.Call
-    calls, prompt, completion, cached, retries, failed = s.execute(
-        select(
-            func.count(C.id),
-            func.coalesce(func.sum(C.prompt_tokens), 0),
-            func.coalesce(func.sum(C.completion_tokens), 0),
-            func.coalesce(func.sum(C.cached_tokens), 0),
-            func.coalesce(func.sum(C.attempts - 1), 0),
-            func.coalesce(func.sum(case((C.status != "ok", 1), else_=0)), 0),
-        ).where(C.run_id == run.id)
-    ).one()
-    (lat,) = _columns(s, select(C.latency_s).where(C.run_id == run.id, C.latency_s.is_not(None)), 1)
-    p50, p95 = (float(x) for x in np.percentile(lat, [50, 95])) if lat.size else (None, None)
+    """A run's calls, tokens and latency (:func:`judgekit.store.run_totals`, the count behind ``run.totals``)
+    and what they cost at ``prices``."""
+    t = store.run_totals(s, run.id)
+    calls, prompt, completion, cached = t["calls"], t["prompt_tokens"], t["completion_tokens"], t["cached_tokens"]
+    retries, failed, p50, p95 = t["retries"], t["failed_calls"], t["latency_p50"], t["latency_p95"]
     judge = s.get(store.Judge, run.judge_id)
-    note = None
-    if judge is not None and judge.kind in FREE_JUDGE_KINDS:
-        usd: float | None = 0.0
-        if judge.kind == "imported" and not calls:
-            note = "imported run: no calls recorded"
-    else:
-        usd = price_calls(judge.model if judge else None, int(prompt), int(cached), int(completion), prices)
-        if usd is None:
-            note = (
-                f"no price for model {judge.model if judge else None!r}: add it to "
-                f"{config.home() / PRICES_FILE}"
-            )
+    usd, note = totals_cost(t | {"usd": (run.totals or {}).get("usd")}, judge.kind if judge else None,
+                            judge.model if judge else None, prices)
     return CostSummary(
         int(calls),
         int(prompt),
@@ -980,18 +635,6 @@ class CompareReport:
             "cost": {"a": self.cost[0].to_dict(), "b": self.cost[1].to_dict()},
             "message": self.message,
         }
-
-    def to_frame(self):
-        """Flips per criterion with the exact McNemar p (pandas)."""
-        from judgekit import figures
-
-        return figures.flips_frame(self, formatted=False)
-
-    def figure(self):
-        """Failures attributed to each criterion under A and B (plotly)."""
-        from judgekit import figures
-
-        return figures.attribution_figure(self, (self.a, self.b))
 
 
 def compare_runs(
@@ -1070,7 +713,7 @@ def render_compare_table(report: CompareReport) -> str:
         f"{'cost':<18} {'a':>14} {'b':>14}",
     ]
     ca, cb = report.cost
-    for fld, fmt in (
+    for fld, spec in (
         ("calls", "d"),
         ("prompt_tokens", "d"),
         ("completion_tokens", "d"),
@@ -1083,7 +726,7 @@ def render_compare_table(report: CompareReport) -> str:
         ("usd", ".4f"),
     ):
         va, vb = getattr(ca, fld), getattr(cb, fld)
-        out.append(f"{fld:<18} {_num(va, fmt):>14} {_num(vb, fmt):>14}")
+        out.append(f"{fld:<18} {_num(va, spec):>14} {_num(vb, spec):>14}")
     for side, c in (("a", ca), ("b", cb)):
         if c.note:
             out.append(f"note ({side}): {c.note}")
@@ -1097,7 +740,9 @@ def render_compare_table(report: CompareReport) -> str:
 
 @dataclass(frozen=True, eq=False)
 class AgreementReport:
-    """Agreement of a judge (or another run) with a reference column, per criterion."""
+    """Agreement of a judge (or another run) with a reference column, per criterion, and pooled over
+    criteria (``pooled``: macro κ, micro κ and accuracy with 95 % intervals; see
+    :class:`judgekit.stats.PooledAgreement`)."""
 
     source: str
     judge: str
@@ -1106,6 +751,7 @@ class AgreementReport:
     criteria: dict[str, dict[str, Any]]
     message: str | None = None
     annotators: AnnotatorAgreement | None = None
+    pooled: dict[str, Any] | None = None
 
     def to_dict(self) -> dict:
         out = {
@@ -1114,40 +760,61 @@ class AgreementReport:
             "human": self.human,
             "human_judge": self.human_judge,
             "criteria": self.criteria,
+            "pooled": self.pooled,
             "message": self.message,
         }
         if self.annotators is not None:
             out["annotators"] = self.annotators.to_dict()
         return out
 
-    def to_frame(self):
-        """Per criterion: n, accuracy, κ and its CI, TPR/TNR, prevalence, AUC (pandas; NaN = undefined)."""
-        from judgekit import figures
 
-        return figures.agreement_frame(self, formatted=False)
+def _kappa_reason(counts: NDArray[np.int64], key: str, judge: Source, human: Source) -> str | None:
+    """Why κ of one criterion is undefined, in words (None where it is defined)."""
+    n = int(counts.sum())
+    if n == 0:
+        return f"no example has {key} scored by both {judge.key} and {human.key}: κ undefined"
+    for who, src, passes in ((judge.key, judge, counts[:, 0].sum()), (human.key, human, counts[0].sum())):
+        if passes in (0, n):
+            outcome = "pass" if passes == n else "fail"
+            return (f"every {src.noun} of {key} under {who} is {outcome} ({n} of {n}): κ undefined "
+                    "(a constant column agrees only by chance)")
+    return None
 
-    def figure(self):
-        """κ per criterion with its 95% CI (plotly)."""
-        from judgekit import figures
 
-        return figures.kappa_figure(self, f"{self.source} vs {self.human}: Cohen's κ")
+def pooled_dict(p: stats.PooledAgreement) -> dict[str, Any]:
+    """JSON shape of the pooled summaries: value and 95 % interval of each, the examples and criteria used."""
+
+    def one(v: stats.PooledValue) -> dict[str, float]:
+        return {"value": v.value, "lo": v.lo, "hi": v.hi}
+
+    return {
+        "macro_kappa": one(p.macro_kappa),
+        "micro_kappa": one(p.micro_kappa),
+        "accuracy": one(p.accuracy),
+        "n": p.n,
+        "criteria": p.criteria,
+    }
 
 
-def agreement_report(judge: Source, human: Source) -> AgreementReport:
-    """Per criterion: n, accuracy, Cohen's κ with CI, TPR/TNR (fail = positive), prevalence, AUC of
-    P(pass) where the judge recorded it; for scale criteria also mean |Δ|, quadratic weighted κ and
-    Spearman on the raw 1–5 scores. Rows where either side is missing are left out, per criterion."""
+def agreement_report(judge: Source, human: Source, seed: int = 0) -> AgreementReport:
+    """Per criterion: n, accuracy with its Jeffreys interval, Cohen's κ with its posterior interval (undefined,
+    with the reason, when either side is constant), TPR/TNR (fail = positive), prevalence, AUC of P(pass)
+    where the judge recorded it; for scale criteria also mean |Δ|, quadratic weighted κ and Spearman on
+    the raw 1–5 scores. Rows where either side is missing are left out, per criterion. Pooled over the
+    binary views of all criteria: macro κ, micro κ and accuracy with intervals."""
     keys = judge.keys
     J, H = judge.select(keys), human.select(keys)
-    m = stats.agreement_matrix(J.binary, H.binary, J.p_pass)
+    m = stats.agreement_matrix(J.binary, H.binary, J.p_pass, seed=seed)
     crits: dict[str, dict[str, Any]] = {}
     for j, c in enumerate(J.criteria):
         entry: dict[str, Any] = {
             "kind": c.kind,
             "n": int(m.n[j]),
             "accuracy": float(m.accuracy[j]),
+            "accuracy_ci": [float(m.accuracy_lo[j]), float(m.accuracy_hi[j])],
             "kappa": float(m.kappa[j]),
             "kappa_ci": [float(m.kappa_lo[j]), float(m.kappa_hi[j])],
+            "kappa_reason": _kappa_reason(m.counts[j], c.key, J, H),
             "tpr": float(m.tpr[j]),
             "tnr": float(m.tnr[j]),
             "prevalence": float(m.prevalence[j]),
@@ -1169,7 +836,8 @@ def agreement_report(judge: Source, human: Source) -> AgreementReport:
     message = None
     if all(e["n"] == 0 for e in crits.values()):
         message = f"no example is scored under both {judge.key} and {human.key}: agreement undefined"
-    return AgreementReport(judge.key, judge.judge, human.key, human.judge, crits, message)
+    pooled = pooled_dict(stats.pooled_agreement(J.binary, H.binary, seed=seed))
+    return AgreementReport(judge.key, judge.judge, human.key, human.judge, crits, message, pooled=pooled)
 
 
 def agreement_for(
@@ -1202,43 +870,50 @@ def judge_vs_judge(s: Session, run_a: str | int, run_b: str | int) -> AgreementR
 
 @dataclass(frozen=True, eq=False)
 class AnnotatorAgreement:
-    """Inter-annotator reliability: pairwise Cohen's κ and Krippendorff's α per criterion."""
+    """Inter-annotator reliability (:func:`judgekit.annotators.reliability`): pairwise Cohen's κ and
+    Krippendorff's α per criterion among ``annotators``; ``adjudicators`` settle and are not counted."""
 
     dataset: str
     annotators: list[str]
     criteria: dict[str, dict[str, Any]]
+    adjudicators: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict:
-        return {"dataset": self.dataset, "annotators": self.annotators, "criteria": self.criteria}
+        return {"dataset": self.dataset, "annotators": self.annotators, "adjudicators": self.adjudicators,
+                "criteria": self.criteria}
 
 
 def annotator_agreement(
     s: Session, dataset: str | store.Dataset, *, include_reference: bool = False
 ) -> AnnotatorAgreement | None:
     """κ for every annotator pair and Krippendorff's α (nominal for binary, ordinal for scale criteria)
-    per criterion; ``None`` with fewer than two annotators. ``reference`` is left out by default."""
+    per criterion over the examples two or more annotators labelled — the numbers of the Label page's
+    agreement view (:func:`judgekit.labeling.inter_annotator`), from the same function. ``None`` with fewer
+    than two annotators. ``reference`` is left out by default; adjudicators always are."""
     ds = dataset if isinstance(dataset, store.Dataset) else store.get_dataset(s, dataset)
     names = [
         a for a in store.annotators_for_dataset(s, ds.id) if include_reference or a != REFERENCE_ANNOTATOR
     ]
     if len(names) < 2:
         return None
-    index = example_index(s, ds.id)
-    names, crits, L, _ = label_tensor(s, index, None, names)
-    B = stats.binarize(L, _thresholds(crits))
-    out: dict[str, dict[str, Any]] = {}
-    for j, c in enumerate(crits):
-        pairs = []
-        for x, y in itertools.combinations(range(len(names)), 2):
-            m = stats.agreement(B[x, :, j], B[y, :, j])
-            pair = {"a": names[x], "b": names[y], "n": m.n, "kappa": m.kappa}
-            if c.is_scale:
-                pair["weighted_kappa"] = stats.weighted_kappa(L[x, :, j], L[y, :, j])
-            pairs.append(pair)
-        labelled = ~np.isnan(L[:, :, j]).all(axis=0)
-        alpha = stats.krippendorff_alpha(L[:, labelled, j], level="ordinal" if c.is_scale else "nominal")
-        out[c.key] = {"kind": c.kind, "alpha": alpha, "n_units": int(labelled.sum()), "pairs": pairs}
-    return AnnotatorAgreement(ds.name, names, out)
+    names, crits, L, _ = label_tensor(s, example_index(s, ds.id), None, names)
+    rel = reliability(L, names, store.annotator_roles(s, names), crits)
+    if len(rel.raters) < 2:
+        return None
+    out = {r.criterion: {"kind": r.kind, "alpha": r.alpha, "n_units": r.n_units, "pairs": r.pairs}
+           for r in rel.criteria}
+    return AnnotatorAgreement(ds.name, rel.raters, out, rel.adjudicators)
+
+
+def pooled_sentence(pooled: dict[str, Any] | None) -> str:
+    """One line: macro κ, micro κ and accuracy with their intervals, over how many criteria and examples."""
+    if not pooled:
+        return "pooled: undefined (no example scored by both)"
+    return (
+        f"pooled over {pooled['criteria']} criteria with a defined κ and {pooled['n']} examples: "
+        f"macro κ {interval_text(**pooled['macro_kappa'])}, micro κ {interval_text(**pooled['micro_kappa'])}, "
+        f"accuracy {interval_text(**pooled['accuracy'])} (95% intervals, examples resampled jointly)"
+    )
 
 
 def render_agreement_table(report: AgreementReport) -> str:
@@ -1248,16 +923,23 @@ def render_agreement_table(report: AgreementReport) -> str:
         f"{'criterion':<{w}} {'n':>5} {'acc':>6} {'kappa':>6} {'95% CI':>15} {'TPR':>6} {'TNR':>6} "
         f"{'prev':>6} {'AUC':>6} {'|Δ|':>6} {'wκ':>6} {'ρ':>6}"
     )
+    notes = []
     for k, e in report.criteria.items():
-        ci = f"[{_f(e['kappa_ci'][0])}, {_f(e['kappa_ci'][1])}]"
+        ci = f"[{_f(e['kappa_ci'][0])}, {_f(e['kappa_ci'][1])}]" if math.isfinite(e["kappa"]) else "undefined"
+        kappa = _f(e["kappa"]) if math.isfinite(e["kappa"]) else "undef"
         out.append(
-            f"{k:<{w}} {e['n']:>5} {_f(e['accuracy']):>6} {_f(e['kappa']):>6} {ci:>15} {_f(e['tpr']):>6} "
+            f"{k:<{w}} {e['n']:>5} {_f(e['accuracy']):>6} {kappa:>6} {ci:>15} {_f(e['tpr']):>6} "
             f"{_f(e['tnr']):>6} {_f(e['prevalence']):>6} {_f(e['auc']):>6} "
             f"{_f(e.get('mean_abs_delta', math.nan)):>6} {_f(e.get('weighted_kappa', math.nan)):>6} "
             f"{_f(e.get('spearman', math.nan)):>6}"
         )
+        if e.get("kappa_reason"):
+            notes.append(f"note: {e['kappa_reason']}")
+    out += ["", pooled_sentence(report.pooled)] + notes
     if report.annotators is not None:
-        out += ["", f"annotators: {', '.join(report.annotators.annotators)}"]
+        left_out = report.annotators.adjudicators
+        out += ["", f"annotators: {', '.join(report.annotators.annotators)}"
+                + (f" (adjudicators, not counted: {', '.join(left_out)})" if left_out else "")]
         for k, e in report.annotators.criteria.items():
             kappas = ", ".join(f"{p['a']}/{p['b']} κ {_f(p['kappa'])} (n {p['n']})" for p in e["pairs"])
             out.append(f"  {k}: α {_f(e['alpha'])} over {e['n_units']} examples; {kappas}")
@@ -1291,7 +973,8 @@ def render_runs_table(rows: Sequence[dict]) -> str:
 
 @dataclass(frozen=True, eq=False)
 class Report:
-    """Everything the exported report shows; render with :func:`render_html` or :func:`render_markdown`."""
+    """Everything the exported report shows; render with :func:`judgekit.figures.render_html` or
+    :func:`render_markdown`."""
 
     dataset: str
     sources: list[dict[str, Any]]
@@ -1301,6 +984,7 @@ class Report:
     agreements: list[AgreementReport]
     examples: dict[str, dict[str, str]] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    extra: list[tuple[str, list[str], list[list[Any]], str | None]] = field(default_factory=list)  # more tables
 
     def to_dict(self) -> dict:
         return {
@@ -1355,6 +1039,7 @@ def build_report(
     seed: int = 0,
     top_pairs: int = 3,
     examples_per_cell: int = 3,
+    sections: Callable[[Session, list[str]], list[tuple[str, list[str], list[list[Any]], str | None]]] | None = None,
 ) -> Report:
     """Assemble the exported report.
 
@@ -1362,7 +1047,8 @@ def build_report(
     column when the dataset has labels. Shows crosstabs of the ``top_pairs`` most-shifted criterion pairs
     under every source, the phi matrices and audit, each run compared with the first, and each run's
     agreement with the human column; a few examples of the off-diagonal crosstab cells and of flips are
-    included with their text (escaped by the renderers).
+    included with their text (escaped by the renderers). ``sections(s, run names)`` adds tables computed
+    elsewhere (the exports pass :func:`judgekit.health.export_sections`).
     """
     notes: list[str] = []
     if runs:
@@ -1373,6 +1059,7 @@ def build_report(
         run_names = [
             r.name
             for r in s.scalars(select(store.Run).where(store.Run.dataset_id == ds.id).order_by(store.Run.id))
+            if store.run_level(r) == "answer"  # bundle-level runs have no per-answer verdicts
         ]
         if not run_names:
             notes.append(f"dataset {ds.name!r} has no runs")
@@ -1385,15 +1072,15 @@ def build_report(
             crits = None
             if base:
                 by_key = {c.key: c for src in base for c in src.criteria}
-                crits = tuple(by_key[k] for k in _union_keys(base))
+                crits = tuple(by_key[k] for k in union_keys(base))
             sources.append(load_human(s, ds_row, crits))
         else:
             notes.append(f"dataset {ds_name!r} has no human labels: no human column")
     if not sources:
         raise ValueError(f"nothing to report for dataset {ds_name!r}: no runs and no labels")
-    keys = _union_keys(sources)
+    keys = union_keys(sources)
     sources = [src.select(keys) for src in sources]
-    phi = phi_report(sources, n_boot=n_boot, seed=seed)
+    phi = phi_report(sources, n_boot=n_boot, seed=seed, noise_floor=noise.find_floor(s, sources))
     crosstabs = [
         crosstab_report(src, keys[i], keys[j]) for i, j in _shifted_pairs(phi, top_pairs) for src in sources
     ]
@@ -1412,7 +1099,8 @@ def build_report(
             wanted += cmp.flip_ids[top][0][:examples_per_cell] + cmp.flip_ids[top][1][:examples_per_cell]
     examples = _example_texts(s, ds_row.id, list(dict.fromkeys(wanted)))
     source_rows = [{"source": src.key, "judge": src.judge, "n": src.n} for src in sources]
-    return Report(ds_name, source_rows, phi, crosstabs, compares, agreements, examples, notes)
+    extra = sections(s, [src.key.removeprefix("run:") for src in runs_]) if sections and runs_ else []
+    return Report(ds_name, source_rows, phi, crosstabs, compares, agreements, examples, notes, extra)
 
 
 def _example_texts(s: Session, dataset_id: int, ext_ids: list[str]) -> dict[str, dict[str, str]]:
@@ -1433,9 +1121,6 @@ def _esc(x: Any) -> str:
     return html.escape(str(x), quote=True)
 
 
-def _clip(text: str, n: int = 400) -> str:
-    text = " ".join(str(text).split())
-    return text if len(text) <= n else text[: n - 1] + "…"
 
 
 def _num(x: Any, fmt: str = ".2f") -> str:
@@ -1447,7 +1132,7 @@ def _num(x: Any, fmt: str = ".2f") -> str:
     return _f(x, ".2f" if fmt == "d" else fmt)
 
 
-def _sections(report: Report) -> list[tuple[str, list[str], list[list[Any]], str | None]]:
+def report_tables(report: Report) -> list[tuple[str, list[str], list[list[Any]], str | None]]:
     """The report's tables as (title, header, rows, caption): shared by the HTML and Markdown renderers."""
     out = []
     out.append(
@@ -1472,18 +1157,16 @@ def _sections(report: Report) -> list[tuple[str, list[str], list[list[Any]], str
     if report.phi.audit:
         srcs = list(report.phi.audit[0].values)
         rows = [
-            [a.a, a.b]
-            + [f"{_f(a.values[k][0])} [{_f(a.values[k][1])}, {_f(a.values[k][2])}]" for k in srcs]
-            + [a.verdict + (f" ({', '.join(a.induced_by)})" if a.induced_by else ""), a.note]
+            [a.a, a.b] + [phi_with_interval(a.values[k]) for k in srcs] + [audit_verdict_text(a), a.note]
             for a in report.phi.audit
         ]
         out.append(
             (
                 "Association audit",
-                ["a", "b"] + srcs + ["verdict", "note"],
+                ["a", "b"] + srcs + ["verdict", "evidence"],
                 rows,
-                f"human column: {report.phi.human or 'none'}; "
-                f"95% bootstrap CIs, {report.phi.n_boot} replicates",
+                f"human column: {report.phi.human or 'none'}; reference harness: {report.phi.reference or 'none'}; "
+                f"{INTERVAL_NOTE} ({report.phi.n_boot} draws); {FDR_NOTE}. {VERDICT_LEGEND}",
             )
         )
     for ct in report.crosstabs:
@@ -1547,9 +1230,8 @@ def _sections(report: Report) -> list[tuple[str, list[str], list[list[Any]], str
             [
                 k,
                 e["n"],
-                _f(e["accuracy"]),
-                _f(e["kappa"]),
-                f"[{_f(e['kappa_ci'][0])}, {_f(e['kappa_ci'][1])}]",
+                interval_text(e["accuracy"], *e["accuracy_ci"]),
+                interval_text(e["kappa"], *e["kappa_ci"], e.get("kappa_reason")),
                 _f(e["tpr"]),
                 _f(e["tnr"]),
                 _f(e["prevalence"]),
@@ -1564,9 +1246,8 @@ def _sections(report: Report) -> list[tuple[str, list[str], list[list[Any]], str
                 [
                     "criterion",
                     "n",
-                    "accuracy",
-                    "κ",
-                    "κ 95% CI",
+                    "accuracy [95% CI]",
+                    "κ [95% CI]",
                     "TPR",
                     "TNR",
                     "prevalence",
@@ -1574,83 +1255,39 @@ def _sections(report: Report) -> list[tuple[str, list[str], list[list[Any]], str
                     "weighted κ",
                 ],
                 rows,
-                f"judge: {ag.judge}; human: {ag.human_judge}; fail = positive class"
+                f"judge: {ag.judge}; human: {ag.human_judge}; fail = positive class; {pooled_sentence(ag.pooled)}"
                 + (f"; {ag.message}" if ag.message else ""),
             )
         )
+    out += report.extra
     if report.examples:
-        rows = [[eid, _clip(t["question"], 160), _clip(t["answer"])] for eid, t in report.examples.items()]
+        rows = [[eid, excerpt(t["question"], 160), excerpt(t["answer"], 400)] for eid, t in report.examples.items()]
         out.append(
             ("Examples from the off-diagonal cells and flips", ["id", "question", "answer"], rows, None)
         )
     return out
 
 
-def _figures(report: Report) -> list[Any]:
-    import plotly.graph_objects as go
-
-    from judgekit import figures
-
-    figs = []
-    for c in report.phi.columns:
-        fig = figures.phi_heatmap(c, report.phi.criteria, f"phi — {c.source} — {c.judge} — n = {c.n}",
-                                  c.criterion_notes)
-        fig.update_layout(width=520, height=480)
-        figs.append(fig)
-    if report.compares:
-        first = report.compares[0]
-        fig = go.Figure()
-        fig.add_bar(name=_esc(first.a), x=list(first.attribution[0]), y=list(first.attribution[0].values()))
-        for cmp in report.compares:
-            fig.add_bar(name=_esc(cmp.b), x=list(cmp.attribution[1]), y=list(cmp.attribution[1].values()))
-        fig.update_layout(title="failures attributed to each criterion", barmode="group", height=400)
-        figs.append(fig)
-    return figs
-
-
-_CSS = """
-body{font-family:system-ui,sans-serif;margin:2rem;max-width:1200px;color:#222}
-table{border-collapse:collapse;margin:.5rem 0 1.5rem}td,th{border:1px solid #ccc;padding:.25rem .5rem;
-font-size:.9rem;vertical-align:top}th{background:#f3f3f3}caption{caption-side:bottom;text-align:left;
-font-size:.85rem;color:#555;padding-top:.3rem}.figs{display:flex;flex-wrap:wrap;gap:1rem}
-"""
-
-
-def render_html(report: Report) -> str:
-    """A self-contained HTML page: plotly.js inlined once, every user-supplied string escaped."""
-    import plotly.io as pio
-
-    parts = [
-        "<!DOCTYPE html>",
-        "<html><head><meta charset='utf-8'>",
-        f"<title>judgekit report — {_esc(report.dataset)}</title><style>{_CSS}</style></head><body>",
-        f"<h1>judgekit report — dataset {_esc(report.dataset)}</h1>",
-    ]
-    parts += [f"<p class='note'>{_esc(n)}</p>" for n in report.notes]
-    parts.append("<h2>Phi matrices</h2><div class='figs'>")
-    for i, fig in enumerate(_figures(report)):
-        parts.append(pio.to_html(fig, include_plotlyjs="inline" if i == 0 else False, full_html=False))
-    parts.append("</div>")
-    for title, header, rows, caption in _sections(report):
-        parts.append(f"<h2>{_esc(title)}</h2><table>")
-        if caption:
-            parts.append(f"<caption>{_esc(caption)}</caption>")
-        parts.append("<tr>" + "".join(f"<th>{_esc(h)}</th>" for h in header) + "</tr>")
-        parts += ["<tr>" + "".join(f"<td>{_esc(v)}</td>" for v in row) + "</tr>" for row in rows]
-        parts.append("</table>")
-    parts.append("</body></html>")
-    return "\n".join(parts)
+_MD_SPECIAL = re.compile(r"([\\`*_\[\]()!<>~|])")
+_MD_AUTOLINK = re.compile(r"(?i)\b(https?|ftp|javascript|data|vbscript|file|mailto)(:)")
+_MD_WWW = re.compile(r"(?i)\bwww\.")
 
 
 def _md_cell(x: Any) -> str:
-    return _esc(_clip(str(x), 2000)).replace("|", "\\|")
+    """Untrusted text made inert in Markdown: HTML-escaped, then every character of emphasis, code, link and
+    image syntax backslash-escaped (no ``[…](javascript:…)`` link, no ``![](https://…)`` remote image), and
+    the scheme colon / ``www.`` escaped so no viewer turns a bare address into a link."""
+    text = _MD_SPECIAL.sub(r"\\\1", _esc(excerpt(x, 2000)))
+    text = _MD_AUTOLINK.sub(r"\1\\:", text)
+    return _MD_WWW.sub(r"www\\.", text)
 
 
 def render_markdown(report: Report) -> str:
-    """The same tables as Markdown (cells HTML-escaped, pipes escaped; no figures)."""
+    """The same tables as Markdown (cells HTML-escaped, Markdown link/image/emphasis syntax escaped; no
+    figures)."""
     out = [f"# judgekit report — dataset {_md_cell(report.dataset)}", ""]
     out += [f"> {_md_cell(n)}" for n in report.notes]
-    for title, header, rows, caption in _sections(report):
+    for title, header, rows, caption in report_tables(report):
         out += [
             f"## {_md_cell(title)}",
             "",
@@ -1662,16 +1299,3 @@ def render_markdown(report: Report) -> str:
             out += ["", f"_{_md_cell(caption)}_"]
         out.append("")
     return "\n".join(out)
-
-
-def warm_cache(s: Session, *, run: str | int | None = None, dataset: str | None = None) -> None:
-    """Fill the matrix cache for a run that just finished, or a dataset's human column after its labels
-    changed, so the dashboard's first render reads the cache instead of millions of rows. Best effort:
-    a failure here never fails the write that triggered it."""
-    try:
-        if run is not None:
-            load_run(s, run)
-        if dataset is not None and store.annotators_for_dataset(s, store.get_dataset(s, dataset).id):
-            load_human(s, dataset)
-    except Exception:  # noqa: BLE001 - the cache is an optimisation only
-        pass

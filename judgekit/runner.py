@@ -8,52 +8,61 @@ its verdicts in a short transaction. A worker waits until its call is stored bef
 one, so a run killed at any moment repeats at most ``concurrency`` calls on :func:`resume`, which
 sends only the (example, criterion) pairs that have no verdict yet.
 
+At temperature 0 a call whose request was answered before (same endpoint, model and body, in any run)
+is served from the response cache (:mod:`judgekit.response_cache`): nothing is sent or billed, the call
+row says ``from_cache`` and the run's totals count it under ``cache_hits``. ``judgekit run --repeat N``
+creates N runs of one harness over the same examples that know they are repeats of each other
+(:func:`create_repeats`); they never read the cache, because they exist to ask the judge again.
+
 A call that fails at the endpoint (after retries) is stored with status ``error`` and no verdicts —
 resume retries it. A reply that cannot be parsed stores *unscored* verdicts (NULL) with the raw
-reply: a result, never a fail. After ``breaker`` consecutive failed calls the run stops with status
-``failed`` and a message naming the last error.
+reply (bounded: :func:`judgekit.rawtext.reply_columns`): a result, never a fail. A call the endpoint
+refuses for good for its example (``rejected``: the prompt exceeds the context, a content filter) is
+stored with unscored verdicts that say why — not retried, not counted by the breaker, and the run
+completes with those examples marked and counted. After ``breaker`` consecutive failed calls the run
+stops with status ``failed`` and a message naming the last error.
+
+One process at a time: :func:`execute` holds the run's lease (:mod:`judgekit.lease`) while it works,
+so a second ``resume`` refuses instead of sending every call twice. In the main thread, Ctrl-C
+(SIGINT) or SIGTERM stops taking new calls, lets the calls in flight finish for up to
+:data:`INTERRUPT_GRACE_S` seconds, stores what came back, and leaves the run ``interrupted``
+(resumable); a second Ctrl-C abandons the calls still in flight at once.
 """
 
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import os
+import contextlib
 import queue
+import signal
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
-from sqlalchemy import func, select, update
+from sqlalchemy import func, select
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session
 
 from judgekit import client as client_mod
-from judgekit import fewshot, prompts, store
+from judgekit import fewshot, holistic, lease, matrix_cache, pricing, prompts, rawtext, redact, response_cache, store
 from judgekit.harness import Harness, PlannedCall, criterion_groups, sample_examples, shuffled
+from judgekit.judges import (  # noqa: F401 - public here too (runner.JudgeSpec, …)
+    JudgeKind,
+    JudgeSpec,
+    check_judge,
+    detect_judge_kind,
+    judge_config,
+    store_judge,
+)
 from judgekit.parse import p_pass_from_logprobs, parse_reply
 from judgekit.rubric import Rubric
 
-JudgeKind = str  # openai | simulated | local
 EXAMPLE_CHUNK = 256
 WORKERS_PER_CLIENT = 4
-
-
-@dataclass(frozen=True)
-class JudgeSpec:
-    """A judge as the user names it: endpoint, model, and the *name* of the key variable."""
-
-    base_url: str
-    model: str
-    kind: JudgeKind = "openai"
-    api_key_env: str | None = None
-    name: str | None = None
-    temperature: float = 0.0
-    timeout_s: float = 60.0
-    max_tokens: int = 1024
-    suppress_thinking: bool = False
-    max_retries: int = 4
+INLINE_PARSE_CHARS = 64 * 1024  # longer replies are parsed in a worker thread, off the event loop
+INTERRUPT_GRACE_S = 5.0  # after Ctrl-C, calls in flight may finish (and be stored) for this long
 
 
 @dataclass
@@ -65,6 +74,9 @@ class Progress:
     failed_calls: int = 0
     unscored: int = 0
     retries: int = 0
+    rejected_calls: int = 0  # permanent per-example refusals (also in failed_calls)
+    cache_hits: int = 0  # calls answered from the response cache (nothing sent)
+    cannot_assess: int = 0  # verdicts where the judge said "cannot assess"
     started: float = field(default_factory=time.perf_counter)
 
     @property
@@ -86,21 +98,11 @@ class RunSummary:
     failed_calls: int
     unscored: int
     totals: dict
+    cache_hits: int = 0
+    cannot_assess: int = 0
 
 
 # --------------------------------------------------------------------------- creating runs
-
-
-def detect_judge_kind(base_url: str, timeout_s: float = 2.0) -> JudgeKind:
-    """``simulated`` when the endpoint's model list says so (judgekit's sim judge), else ``openai``."""
-    import httpx
-
-    try:
-        resp = httpx.get(base_url.rstrip("/") + "/models", timeout=timeout_s)
-        owners = {str(m.get("owned_by", "")) for m in resp.json().get("data", [])}
-    except Exception:
-        return "openai"
-    return "simulated" if any("simulated" in o for o in owners) else "openai"
 
 
 def create_run(
@@ -114,10 +116,16 @@ def create_run(
     sample: int | None = None,
     seed: int = 0,
     name: str | None = None,
+    use_cache: bool = True,
+    repeat_group: str | None = None,
+    repeat_index: int | None = None,
 ) -> store.Run:
-    """Validate and store a new run (status ``pending``) with its sample of examples."""
-    if judge.api_key_env and not os.environ.get(judge.api_key_env):
-        raise ValueError(f"--api-key-env {judge.api_key_env}: that environment variable is not set")
+    """Validate and store a new run (status ``pending``) with its sample of examples.
+
+    ``use_cache=False`` (``--no-cache``) never serves it from the response cache; ``repeat_group`` /
+    ``repeat_index`` make it one of the repeats of :func:`create_repeats`.
+    """
+    check_judge(judge)
     ds = store.get_dataset(s, dataset)
     rubric_row = store.get_rubric_row(s, rubric)
     rubric_val = store.rubric_value(s, rubric_row)
@@ -129,18 +137,7 @@ def create_run(
     chosen = sample_examples(ordered, limit=limit, sample=sample, seed=seed)
     if not chosen:
         raise ValueError(f"no examples to judge in dataset {dataset!r} with this --limit/--sample")
-    judge_row = store.get_or_create_judge(
-        s,
-        kind=judge.kind,
-        name=judge.name or judge.model,
-        base_url=judge.base_url,
-        model=judge.model,
-        api_key_env=judge.api_key_env,
-        params={"temperature": judge.temperature, "max_retries": judge.max_retries},
-        timeout_s=judge.timeout_s,
-        max_tokens=judge.max_tokens,
-        suppress_thinking=judge.suppress_thinking,
-    )
+    judge_row = store_judge(s, judge)
     base = (
         name
         or f"{dataset}-{harness.label.replace(':', '-').replace('|', '_').replace('+', '')}-{judge.model}"
@@ -155,6 +152,9 @@ def create_run(
         harness=harness.to_dict(),
         example_ids=[ids[e] for e in chosen],
         sample={"limit": limit, "sample": sample, "seed": seed},
+        use_cache=use_cache,
+        repeat_group=repeat_group,
+        repeat_index=repeat_index,
     )
 
 
@@ -178,21 +178,41 @@ def resolve_prompt(s: Session, harness: Harness, rubric: Rubric, dataset: store.
         pool = fewshot.choose_pool(s, dataset, rubric, harness.few_shot, harness.few_shot_seed, harness.few_shot_from)
         harness = replace(harness, few_shot_pool=pool)
     return harness
+def create_repeats(
+    s: Session, *, repeat: int, name: str | None = None, base: str | None = None, **run_args
+) -> list[str]:
+    """``repeat`` runs of one harness over the same examples (``judgekit run --repeat N``), named
+    ``GROUP-r1`` … ``GROUP-rN`` and sharing the repeat group ``GROUP`` — ``name`` exactly, else the first
+    free name from ``base`` (default: derived from dataset, harness and model); with ``repeat`` 1, one
+    plain run named like :func:`create_run` would.
 
+    Their verdicts disagree only where the judge disagrees with itself: the test–retest agreement
+    across them is the judge's noise floor (:mod:`judgekit.noise`). Temperature-0 repeats are honest
+    too — they never read the response cache — and show how deterministic the endpoint really is.
+    """
+    if repeat < 1:
+        raise ValueError(f"--repeat must be at least 1, not {repeat}")
+    if repeat == 1:
+        chosen = name or (store.unique_run_name(s, base) if base else None)
+        return [create_run(s, name=chosen, **run_args).name]
+    harness, judge, dataset = run_args["harness"], run_args["judge"], run_args["dataset"]
+    stem = name or base or (
+        f"{dataset}-{harness.label.replace(':', '-').replace('|', '_').replace('+', '')}-{judge.model}")
 
-def judge_config(judge: store.Judge) -> client_mod.JudgeConfig:
-    params = judge.params or {}
-    return client_mod.JudgeConfig(
-        base_url=judge.base_url or "",
-        model=judge.model or "",
-        api_key_env=judge.api_key_env,
-        temperature=params.get("temperature", 0.0),
-        timeout_s=judge.timeout_s or 60.0,
-        max_tokens=judge.max_tokens or 1024,
-        suppress_thinking=bool(judge.suppress_thinking),
-        max_retries=params.get("max_retries", 4),
-        name=judge.name,
-    )
+    def taken(group: str) -> bool:
+        members = [f"{group}-r{k}" for k in range(1, repeat + 1)]
+        return s.scalar(select(func.count()).select_from(store.Run).where(
+            (store.Run.repeat_group == group) | store.Run.name.in_(members))) > 0
+
+    group, i = stem, 2
+    while taken(group):
+        if name is not None:
+            raise ValueError(f"run names {name}-r1 … {name}-r{repeat} (or repeat group {name!r}) are taken")
+        group, i = f"{stem}-{i}", i + 1
+    return [
+        create_run(s, name=f"{group}-r{k}", repeat_group=group, repeat_index=k, **run_args).name
+        for k in range(1, repeat + 1)
+    ]
 
 
 @dataclass(frozen=True)
@@ -216,23 +236,45 @@ class Estimate:
 TYPICAL_LATENCY_S = {"simulated": 0.02, "local": 1.0, "openai": 2.0}
 
 
-def estimate(
-    s: Session,
-    *,
-    dataset: str,
-    rubric: str,
-    harness: Harness,
-    n_examples: int,
-    model: str | None = None,
-    kind: JudgeKind = "openai",
-    concurrency: int = 8,
-) -> Estimate:
-    """Calls, tokens, money and time of one harness over ``n_examples`` examples of a dataset."""
-    from judgekit import reports
+@dataclass(frozen=True)
+class CostModel:
+    """What any grouping of a rubric's criteria costs per answer of a dataset, before a call is sent.
 
+    Every call carries the system text (and the prompt template, if any) and the example (context,
+    question, answer: the dataset's average length) plus, per criterion it asks, the criterion's lines and
+    its few-shot examples; a reply costs about 45 tokens a criterion (8 with ``verdict_only``). ≈ 4
+    characters a token. With the shared-prefix layout every call of an example but the first can reuse
+    the system text and the example from a prefix cache.
+    """
+
+    system_chars: int
+    example_chars: float
+    criterion_chars: dict[str, float]
+    out_per_criterion: int
+    shared_prefix: bool
+    model: str | None
+    kind: JudgeKind
+    prices: dict = field(default_factory=dict, compare=False)  # the price table, read once
+
+    def estimate(self, groups: Sequence[Sequence[str]], n_examples: int, concurrency: int = 8) -> Estimate:
+        """Calls, tokens, money and time of ``groups`` (the criterion keys of each call) over ``n_examples``."""
+        shared = self.system_chars + self.example_chars
+        prompt = int(n_examples * sum(shared + sum(self.criterion_chars[k] for k in g) + 80 for g in groups) / 4)
+        cacheable = int(n_examples * (len(groups) - 1) * shared / 4) if self.shared_prefix else 0
+        completion = int(n_examples * sum(self.out_per_criterion * len(g) + 4 for g in groups))
+        calls = n_examples * len(groups)
+        usd = (0.0 if self.kind in ("simulated", "local")
+               else pricing.price_calls(self.model, prompt, cacheable, completion, self.prices))
+        seconds = calls * TYPICAL_LATENCY_S.get(self.kind, 2.0) / max(1, concurrency if self.kind != "local" else 1)
+        return Estimate(n_examples, calls, prompt, cacheable, completion, usd, seconds)
+
+
+def cost_model(
+    s: Session, *, dataset: str, rubric: str, harness: Harness, model: str | None = None, kind: JudgeKind = "openai"
+) -> CostModel:
+    """The :class:`CostModel` of a dataset × rubric with a harness's options (order, prompt variant, layout)."""
     ds = store.get_dataset(s, dataset)
     rubric_val = store.load_rubric(s, rubric)
-    groups = criterion_groups(harness, rubric_val)
     chars = (
         s.scalar(
             select(
@@ -245,37 +287,42 @@ def estimate(
         )
         or 0
     )
-    system = len(prompts.system_prompt(harness)) + len(harness.prompt_template or rubric_val.prompt_template)
-    per_criterion = sum(len(prompts.criterion_line(c, rubric_val.ko_rule)) for c in rubric_val.criteria)
-    per_criterion = per_criterion / max(1, len(rubric_val.criteria)) + 40 + harness.few_shot * (chars + 60)
-    prompt_tokens = int(n_examples * sum(system + chars + per_criterion * len(g) + 80 for g in groups) / 4)
-    cacheable = (
-        int(n_examples * (len(groups) - 1) * (system + chars) / 4) if harness.layout == "shared_prefix" else 0
+    few_shot = harness.few_shot * (float(chars) + 60)  # each labelled example repeats an example's texts
+    return CostModel(
+        system_chars=len(prompts.system_prompt(harness)) + len(harness.prompt_template or rubric_val.prompt_template),
+        example_chars=float(chars),
+        criterion_chars={c.key: len(prompts.criterion_line(c, rubric_val.ko_rule)) + 40 + few_shot
+                         for c in rubric_val.criteria},
+        out_per_criterion=8 if harness.order == "verdict_only" else 45,
+        shared_prefix=harness.layout == "shared_prefix",
+        model=model,
+        kind=kind,
+        prices={} if kind in ("simulated", "local") else pricing.load_prices(),
     )
-    out_per_criterion = 8 if harness.order == "verdict_only" else 45
-    completion = int(n_examples * sum(out_per_criterion * len(g) + 4 for g in groups))
-    calls = n_examples * len(groups)
-    usd = (
-        0.0
-        if kind in ("simulated", "local")
-        else reports.price_calls(model, prompt_tokens, cacheable, completion)
-    )
-    seconds = calls * TYPICAL_LATENCY_S.get(kind, 2.0) / max(1, concurrency if kind != "local" else 1)
-    return Estimate(n_examples, calls, prompt_tokens, cacheable, completion, usd, seconds)
 
 
-def create_comparison(
+def estimate(
     s: Session,
     *,
     dataset: str,
     rubric: str,
-    harnesses: list[Harness],
-    judge: JudgeSpec,
-    sample: int | None = None,
-    seed: int = 0,
-    prefix: str | None = None,
-) -> list[str]:
-    """One run per harness over the same seeded sample of examples — a comparison, ready to execute."""
+    harness: Harness,
+    n_examples: int,
+    model: str | None = None,
+    kind: JudgeKind = "openai",
+    concurrency: int = 8,
+) -> Estimate:
+    """Calls, tokens, money and time of one harness over ``n_examples`` examples of a dataset."""
+    costs = cost_model(s, dataset=dataset, rubric=rubric, harness=harness, model=model, kind=kind)
+    groups = criterion_groups(harness, store.load_rubric(s, rubric))
+    return costs.estimate(groups, n_examples, concurrency)
+
+
+def comparison_names(dataset: str, harnesses: Sequence[Harness], prefix: str | None = None, repeat: int = 1
+                     ) -> list[str]:
+    """The run names a comparison asks for, per harness ``PREFIX-LABEL[-note][-shuffled][-VARIANT][-template]
+    [-fewshotK]`` (``PREFIX`` defaults to the dataset), each with ``-r1`` … ``-rN`` when it is repeated. A
+    name already taken gets ``-2``, ``-3`` … when the runs are made (:func:`create_repeats`)."""
     names = []
     for h in harnesses:
         base = f"{prefix or dataset}-{h.label}".replace(":", "-").replace("|", "_").replace("+", ".")
@@ -289,12 +336,29 @@ def create_comparison(
             base += "-template"
         if h.few_shot:
             base += f"-fewshot{h.few_shot}"
-        name = store.unique_run_name(s, base)
-        names.append(
-            create_run(
-                s, dataset=dataset, rubric=rubric, harness=h, judge=judge, sample=sample, seed=seed, name=name
-            ).name
-        )
+        names.append(base)
+    return names if repeat == 1 else [f"{b}-r{k}" for b in names for k in range(1, repeat + 1)]
+
+
+def create_comparison(
+    s: Session,
+    *,
+    dataset: str,
+    rubric: str,
+    harnesses: list[Harness],
+    judge: JudgeSpec,
+    sample: int | None = None,
+    seed: int = 0,
+    prefix: str | None = None,
+    repeat: int = 1,
+    use_cache: bool = True,
+) -> list[str]:
+    """One run per harness over the same seeded sample of examples — a comparison, ready to execute;
+    with ``repeat`` > 1, that many repeats of each harness (:func:`create_repeats`)."""
+    names: list[str] = []
+    for h, base in zip(harnesses, comparison_names(dataset, harnesses, prefix), strict=True):
+        names += create_repeats(s, repeat=repeat, base=base, dataset=dataset, rubric=rubric, harness=h,
+                                judge=judge, sample=sample, seed=seed, use_cache=use_cache)
     return names
 
 
@@ -333,13 +397,15 @@ def create_rerun(
 
 
 @dataclass
-class _Context:
+class RunContext:
     run_id: int
     rubric: Rubric
     harness: Harness
     crit_ids: dict[str, int]
     judge: client_mod.JudgeConfig
     shots: fewshot.ShotPicker | None = None
+    read_cache: bool = False  # serve calls from the response cache (temperature 0, not --no-cache, no repeat)
+    write_cache: bool = False  # keep fresh replies in it (temperature 0)
 
 
 @dataclass
@@ -349,29 +415,40 @@ class _Done:
     result: client_mod.CallResult
     verdicts: list[dict]
     future: concurrent.futures.Future
+    cache_key: str | None = None
+    cached: dict | None = None  # the cache entry this call was answered from (a hit)
+    cache_entry: dict | None = None  # the entry to store for a fresh reply worth keeping
 
 
-def _load_context(s: Session, run: store.Run) -> _Context:
+def load_context(s: Session, run: store.Run) -> RunContext:
     rubric_row = s.get(store.RubricRow, run.rubric_id)
     harness = Harness.from_dict(run.harness)
-    return _Context(
+    judge = judge_config(s.get(store.Judge, run.judge_id))
+    return RunContext(
         run_id=run.id,
         rubric=store.rubric_value(s, rubric_row),
         harness=harness,
         crit_ids={c.key: c.id for c in store.criterion_rows(s, rubric_row.id)},
-        judge=judge_config(s.get(store.Judge, run.judge_id)),
+        judge=judge,
         shots=fewshot.shot_picker(s, run.dataset_id, harness),
+        read_cache=response_cache.may_read(judge, use_cache=bool(run.use_cache), repeat_group=run.repeat_group),
+        write_cache=response_cache.may_write(judge),
     )
 
 
-def _pending_calls(
-    engine: Engine, ctx: _Context
+def pending_calls(
+    engine: Engine, ctx: RunContext
 ) -> Iterator[tuple[PlannedCall, prompts.ExampleText | prompts.CritiqueText]]:
     """The calls still missing, example by example, reading the store in chunks (no whole-run lists)."""
     if ctx.harness.kind == "critique":  # a critique run's calls come from another run's stored rationales
         from judgekit import critique
 
         yield from critique.pending_calls(engine, ctx.run_id, ctx.crit_ids)
+        return
+    if ctx.harness.level == "bundle":  # seed 002's holistic call: one bundle's evidence per call
+        from judgekit import bundles
+
+        yield from bundles.pending_calls(engine, ctx.run_id, ctx.harness, ctx.rubric, ctx.crit_ids)
         return
     groups = criterion_groups(ctx.harness, ctx.rubric)
     key_of = {cid: key for key, cid in ctx.crit_ids.items()}
@@ -413,14 +490,14 @@ def _pending_calls(
 
 def count_pending(engine: Engine, run_ref: str | int) -> int:
     with Session(engine) as s:
-        ctx = _load_context(s, store.get_run(s, run_ref))
-    return sum(1 for _ in _pending_calls(engine, ctx))
+        ctx = load_context(s, store.get_run(s, run_ref))
+    return sum(1 for _ in pending_calls(engine, ctx))
 
 
 class _Writer:
     """The one thread that writes call results: group commit of whatever is queued, in order."""
 
-    def __init__(self, engine: Engine, ctx: _Context) -> None:
+    def __init__(self, engine: Engine, ctx: RunContext) -> None:
         self.engine, self.ctx = engine, ctx
         self.queue: queue.Queue[_Done | None] = queue.Queue()
         self.thread = threading.Thread(target=self._loop, name=f"judgekit-writer-{ctx.run_id}", daemon=True)
@@ -448,8 +525,9 @@ class _Writer:
             if not items:
                 continue
             try:
-                with Session(self.engine) as s, s.begin():
+                with Session(self.engine) as s, s.begin():  # the call, its verdicts and its cache entry at once
                     store.insert_calls(s, [self._call_row(i) for i in items], [i.verdicts for i in items])
+                    store.insert_cached_replies(s, [i.cache_entry for i in items if i.cache_entry is not None])
             except BaseException as exc:  # report to every waiting worker; the run stops
                 for item in items:
                     item.future.set_exception(exc)
@@ -459,9 +537,16 @@ class _Writer:
 
     def _call_row(self, item: _Done) -> dict:
         r = item.result
+        request = {"messages": item.messages, "model": self.ctx.judge.model, "finish_reason": r.finish_reason}
+        if item.cache_key is not None:  # the request's content address; a hit also records its saving
+            request["cache"] = {"key": item.cache_key, "hit": item.cached is not None,
+                                "stored": item.cache_entry is not None}
+            if item.cached is not None:
+                request["cache"]["saved"] = response_cache.saved_usage(item.cached)
         return {
             "run_id": self.ctx.run_id,
             "example_id": item.planned.example_id,
+            "bundle_id": item.planned.bundle_id,
             "criteria": list(item.planned.criteria),
             "attempts": r.attempts,
             "latency_s": r.latency_s,
@@ -469,49 +554,74 @@ class _Writer:
             "completion_tokens": r.completion_tokens,
             "cached_tokens": r.cached_tokens,
             "status": r.status,
-            "error": r.error,
+            "error": rawtext.clip(r.error, 2000) if r.error else None,
             "structured_mode": r.structured_mode,
-            "request": {
-                "messages": item.messages,
-                "model": self.ctx.judge.model,
-                "finish_reason": r.finish_reason,
-            },
-            "response_text": r.text,
+            "request": request,
+            **rawtext.reply_columns(r.text),
             "created_at": store.utcnow(),
+            "from_cache": item.cached is not None,
         }
 
 
-def _messages(ctx: _Context, item: prompts.ExampleText | prompts.CritiqueText, criteria: list) -> list[dict]:
-    """The prompt of one call: a judge call on an example, or a critique call on a stored rationale."""
+def call_messages(ctx: RunContext, item, criteria: list) -> list[dict]:
+    """The prompt of one call: a judge call on an example or on a bundle's evidence (the holistic call),
+    or a critique call on a stored rationale."""
     if isinstance(item, prompts.CritiqueText):
         return prompts.build_critique_messages(item, criteria, ctx.harness.order)
+    if isinstance(item, holistic.BundleText):
+        return holistic.build_messages(item, criteria, ctx.harness)
+    if isinstance(item, holistic.BundleCritiqueText):
+        return holistic.build_critique_messages(item, criteria, ctx.harness.order)
     shots = ctx.shots.for_call(item.key, [c.key for c in criteria]) if ctx.shots else ()
     return prompts.build_messages(item, criteria, ctx.harness, ctx.rubric.ko_rule, shots)
 
 
-def _verdict_rows(ctx: _Context, planned: PlannedCall, result: client_mod.CallResult) -> list[dict]:
+def parse_verdict_rows(ctx: RunContext, planned: PlannedCall, result: client_mod.CallResult) -> list[dict]:
+    """The verdict rows of one finished call: parsed from an ok reply; unscored, with the endpoint's reason,
+    for a call rejected for good (so resume does not send it again); none for a failed call (pending)."""
+    criteria = ctx.rubric.subset(list(planned.criteria))
+    if result.rejected:
+        reason = rawtext.clip(f"rejected by the endpoint for this example: {result.error}", 2000)
+        return [
+            {"run_id": ctx.run_id, "example_id": planned.example_id, "criterion_id": ctx.crit_ids[c.key],
+             "value": None, "rationale": None, "p_pass": None, "red_flags": [], "error": reason,
+             "cannot_assess": False}
+            for c in criteria
+        ]
     if not result.ok:
         return []
-    criteria = ctx.rubric.subset(list(planned.criteria))
     parsed = parse_reply(result.text, criteria)
     probs = (
         p_pass_from_logprobs(result.text or "", result.logprobs, criteria)
         if ctx.harness.logprobs and result.logprobs
         else {}
     )
+
+    def unit(key: str) -> dict:  # a verdict on an example, or on a bundle (store.BundleVerdict: no P(pass))
+        if planned.bundle_id is not None:
+            return {"bundle_id": planned.bundle_id}
+        return {"example_id": planned.example_id, "p_pass": probs.get(key),
+                "cannot_assess": parsed[key].cannot_assess}
+
     return [
         {
             "run_id": ctx.run_id,
-            "example_id": planned.example_id,
+            **unit(c.key),
             "criterion_id": ctx.crit_ids[c.key],
             "value": parsed[c.key].value,
-            "rationale": parsed[c.key].rationale,
-            "p_pass": probs.get(c.key),
-            "red_flags": list(parsed[c.key].red_flags),
-            "error": parsed[c.key].error,
+            "rationale": rawtext.storable(parsed[c.key].rationale),
+            "red_flags": [rawtext.storable(f) for f in parsed[c.key].red_flags],
+            "error": rawtext.storable(parsed[c.key].error),
         }
         for c in criteria
     ]
+
+
+async def verdict_rows(ctx: RunContext, planned: PlannedCall, result: client_mod.CallResult) -> list[dict]:
+    """:func:`parse_verdict_rows`, in a worker thread for a long reply so parsing never holds up the event loop."""
+    if len(result.text or "") > INLINE_PARSE_CHARS:
+        return await asyncio.to_thread(parse_verdict_rows, ctx, planned, result)
+    return parse_verdict_rows(ctx, planned, result)
 
 
 async def execute(
@@ -523,146 +633,233 @@ async def execute(
     cancel: threading.Event | None = None,
     breaker: int = 10,
     client=None,
+    lease_wait_s: float = 0.0,
 ) -> RunSummary:
-    """Send every missing call of a run; safe to call again on the same run (that is resume)."""
-    concurrency = max(1, int(concurrency))
-    with Session(engine) as s, s.begin():
+    """Send every missing call of a run; safe to call again on the same run (that is resume).
+
+    Holds the run's lease throughout: raises :class:`judgekit.lease.LeaseHeld` (nothing sent, nothing
+    changed) when another live process is executing the run, after waiting up to ``lease_wait_s``.
+    """
+    with Session(engine) as s:
         run = store.get_run(s, run_ref)
         if run.status == "imported":
             raise ValueError(f"run {run.name!r} was imported from a file; there is nothing to send")
-        ctx = _load_context(s, run)
-        run.status, run.message = "running", None
-        run.started_at = run.started_at or store.utcnow()
-        run_name = run.name
-    total = sum(1 for _ in _pending_calls(engine, ctx))
-    state = Progress(total_calls=total)
-    cancel = cancel or threading.Event()
-    circuit = client_mod.CircuitBreaker(breaker)
+        run_id, run_name = run.id, run.name
+    held = lease.acquire(engine, run_id, run_name=run_name, wait_s=lease_wait_s)
+    try:
+        return await _execute_leased(
+            engine, run_id, held, concurrency=concurrency, progress=progress, cancel=cancel, breaker=breaker,
+            client=client,
+        )
+    finally:
+        held.release()
+
+
+@contextlib.contextmanager
+def _interrupts(on_signal: Callable[[], None]):
+    """Route SIGINT/SIGTERM to ``on_signal`` while a run executes (main thread only: elsewhere the process's
+    own handlers stay, and the dashboard stops runs with its cancel switch)."""
+    loop = asyncio.get_running_loop()
+    installed = []
+    if threading.current_thread() is threading.main_thread():
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+                loop.add_signal_handler(sig, on_signal)
+                installed.append(sig)
+    try:
+        yield
+    finally:
+        for sig in installed:
+            loop.remove_signal_handler(sig)
+
+
+async def _execute_leased(
+    engine: Engine,
+    run_id: int,
+    held: lease.Lease,
+    *,
+    concurrency: int,
+    progress: Callable[[Progress], None] | None,
+    cancel: threading.Event | None,
+    breaker: int,
+    client,
+) -> RunSummary:
+    concurrency = max(1, int(concurrency))
+    with Session(engine) as s:
+        ctx = load_context(s, s.get(store.Run, run_id))
     # Several clients, each serving a few workers: httpx's pool checks every idle connection on every
     # request, so one pool of 32 connections costs ~15 socket syscalls a call (profiled); pools of 4 do not.
+    # (Built before the run is marked running: an unset key variable leaves the run as it was.)
     clients = [client] if client is not None else [
         client_mod.make_client(ctx.judge) for _ in range(-(-concurrency // WORKERS_PER_CLIENT))
     ]
+    cancel = cancel or threading.Event()
+    interrupted = threading.Event()
+    tasks: list[asyncio.Future] = []
+    loop = asyncio.get_running_loop()
+
+    def abandon_in_flight() -> None:
+        for t in tasks:
+            t.cancel()
+
+    def on_signal() -> None:
+        if interrupted.is_set():  # a second Ctrl-C: do not wait for the calls in flight
+            abandon_in_flight()
+            return
+        interrupted.set()
+        cancel.set()
+        loop.call_later(INTERRUPT_GRACE_S, abandon_in_flight)
+
+    signals = contextlib.ExitStack()  # Ctrl-C ends the run as interrupted from before it is marked running
+    signals.enter_context(_interrupts(on_signal))
+    try:
+        return await _send(engine, ctx, held, clients, client is not None, concurrency=concurrency,
+                           progress=progress, cancel=cancel, interrupted=interrupted, breaker=breaker,
+                           tasks=tasks, signals=signals)
+    finally:
+        signals.close()
+
+
+async def _send(
+    engine: Engine,
+    ctx: RunContext,
+    held: lease.Lease,
+    clients: list,
+    borrowed_client: bool,
+    *,
+    concurrency: int,
+    progress: Callable[[Progress], None] | None,
+    cancel: threading.Event,
+    interrupted: threading.Event,
+    breaker: int,
+    tasks: list[asyncio.Future],
+    signals: contextlib.ExitStack,
+) -> RunSummary:
+    """Mark the run running, fan its pending calls out over ``concurrency`` workers, store the outcome."""
+    with Session(engine) as s, s.begin():
+        run = s.get(store.Run, ctx.run_id)
+        run.status, run.message = "running", None
+        run.started_at = run.started_at or store.utcnow()
+        run_name = run.name
+    total = sum(1 for _ in pending_calls(engine, ctx))
+    state = Progress(total_calls=total)
+    circuit = client_mod.CircuitBreaker(breaker)
     schema_cache: dict[tuple[str, ...], dict] = {}
-    pending = _pending_calls(engine, ctx)
+    pending = pending_calls(engine, ctx)
     writer = _Writer(engine, ctx)
     write_error: list[BaseException] = []
+    lookup = response_cache.Lookup(engine, ctx.judge) if ctx.read_cache else None
+
+    def stopping() -> bool:
+        return cancel.is_set() or circuit.open or bool(write_error) or held.lost.is_set()
 
     async def worker(client) -> None:
         for planned, text in pending:  # a shared generator: each call is taken by exactly one worker
-            if cancel.is_set() or circuit.open or write_error:
+            if stopping():
                 return
             criteria = ctx.rubric.subset(list(planned.criteria))
-            messages = _messages(ctx, text, criteria)
+            messages = call_messages(ctx, text, criteria)
             schema = schema_cache.get(planned.criteria)
             if schema is None:
                 schema = schema_cache[planned.criteria] = prompts.response_schema(criteria, ctx.harness.order)
-            result = await client_mod.complete(
-                client,
-                ctx.judge,
-                messages,
-                schema=schema,
-                structured=ctx.harness.structured,
-                logprobs=ctx.harness.logprobs,
-            )
-            rows = _verdict_rows(ctx, planned, result)
-            done = _Done(planned, messages, result, rows, concurrent.futures.Future())
+            key = cached = entry = None
+            if ctx.read_cache or ctx.write_cache:
+                key = response_cache.request_key(ctx.judge, messages, schema=schema,
+                                                 structured=ctx.harness.structured, logprobs=ctx.harness.logprobs)
+                cached = lookup.get(key) if lookup is not None else None
+            if cached is not None:
+                result = response_cache.result_from_entry(cached)
+            else:
+                result = await client_mod.complete(
+                    client,
+                    ctx.judge,
+                    messages,
+                    schema=schema,
+                    structured=ctx.harness.structured,
+                    logprobs=ctx.harness.logprobs,
+                )
+            rows = await verdict_rows(ctx, planned, result)
+            if key is not None and cached is None and ctx.write_cache:
+                complete = bool(rows) and all(r["value"] is not None or r.get("cannot_assess") for r in rows)
+                entry = response_cache.entry_for(key, ctx.judge, result, complete=complete)
+            done = _Done(planned, messages, result, rows, concurrent.futures.Future(), key, cached, entry)
             writer.submit(done)
             try:
-                await asyncio.wrap_future(done.future)
+                await asyncio.shield(asyncio.wrap_future(done.future))
+            except asyncio.CancelledError:
+                raise  # the write itself goes on in the writer thread; close() waits for it
             except BaseException as exc:
                 write_error.append(exc)
                 return
-            circuit.record(result.ok, result.error)
+            if not result.rejected:  # a per-example refusal says nothing about the endpoint's health
+                circuit.record(result.ok, result.error)
             state.done_calls += 1
             state.retries += result.retries
             state.failed_calls += 0 if result.ok else 1
-            state.unscored += sum(1 for r in rows if r["value"] is None)
+            state.rejected_calls += 1 if result.rejected else 0
+            state.unscored += sum(1 for r in rows if r["value"] is None and not r.get("cannot_assess"))
+            state.cannot_assess += sum(1 for r in rows if r.get("cannot_assess"))
+            state.cache_hits += cached is not None
             if progress is not None:
                 progress(state)
 
+    tasks.extend(asyncio.ensure_future(worker(clients[i % len(clients)])) for i in range(concurrency))
     started = time.perf_counter()
     try:
-        await asyncio.gather(*(worker(clients[i % len(clients)]) for i in range(concurrency)))
+        results = await asyncio.gather(*tasks, return_exceptions=True)
+        signals.close()  # the calls are over: what follows is quick bookkeeping
+        for r in results:
+            if isinstance(r, BaseException) and not isinstance(r, asyncio.CancelledError):
+                raise r
     finally:
         writer.close()
-        if client is None:
+        if lookup is not None:
+            lookup.close()
+        if not borrowed_client:
             for c in clients:
                 await c.close()
     wall = time.perf_counter() - started
     if write_error:
         status, message = "failed", f"could not store results: {write_error[0]}"
+    elif interrupted.is_set():
+        status, message = "interrupted", (
+            f"interrupted after {state.done_calls} of {total} calls (the replies that came back are stored); "
+            f"`judgekit resume {run_name}` sends the rest"
+        )
+    elif held.lost.is_set():
+        status, message = "interrupted", "another process took over this run's lease; this one stopped"
     elif circuit.open:
         status, message = "failed", f"{circuit.message}. Resume with `judgekit resume {run_name}`."
     elif cancel.is_set():
         status, message = "cancelled", f"cancelled after {state.done_calls} of {total} calls"
     else:
-        missing = sum(1 for _ in _pending_calls(engine, ctx))
+        missing = sum(1 for _ in pending_calls(engine, ctx))
         status = "done" if missing == 0 else "incomplete"
         message = (
             "" if missing == 0 else f"{missing} calls failed at the endpoint; `judgekit resume {run_name}`"
         )
     with Session(engine) as s, s.begin():
-        totals = run_totals(s, ctx.run_id)
-        s.execute(
-            update(store.Run)
-            .where(store.Run.id == ctx.run_id)
-            .values(
-                status=status,
-                message=message,
-                totals=totals,
-                wall_s=store.Run.wall_s + wall,
-                finished_at=store.utcnow(),
-            )
-        )
+        totals = store.run_totals(s, ctx.run_id)
+        if status == "done" and totals["rejected_calls"]:
+            message = rejected_message(totals)
+        store.finish_run(s, ctx.run_id, status=status, message=rawtext.storable(redact.scrub(message)),
+                         totals=totals, wall_s=wall)
     with Session(engine) as s:
-        from judgekit import reports
-
-        reports.warm_cache(s, run=ctx.run_id)
+        matrix_cache.written(s, run=ctx.run_id)
     return RunSummary(
-        ctx.run_id, run_name, status, message, state.done_calls, state.failed_calls, state.unscored, totals
+        ctx.run_id, run_name, status, message, state.done_calls - state.cache_hits, state.failed_calls,
+        state.unscored, totals, state.cache_hits, state.cannot_assess,
+    )
+
+
+def rejected_message(totals: dict) -> str:
+    """How a finished run reports the examples the endpoint refused for good (their verdicts are unscored)."""
+    return (
+        f"{totals['rejected_calls']} calls on {totals['rejected_examples']} examples were refused by the endpoint "
+        "for good (e.g. the prompt exceeds the model's context); their verdicts are stored unscored with the "
+        "reason, and resume does not send them again"
     )
 
 
 def run_sync(engine: Engine, run_ref: str | int, **kwargs) -> RunSummary:
     return asyncio.run(execute(engine, run_ref, **kwargs))
-
-
-def run_totals(s: Session, run_id: int) -> dict:
-    """Calls, retries, failures, tokens and latency percentiles of a run, over all its sessions."""
-    import numpy as np  # here, not at the top: a run's start-up does not wait for it
-
-    c = store.Call
-    row = s.execute(
-        select(
-            func.count(),
-            func.coalesce(func.sum(c.attempts - 1), 0),
-            func.coalesce(func.sum(c.prompt_tokens), 0),
-            func.coalesce(func.sum(c.completion_tokens), 0),
-            func.coalesce(func.sum(c.cached_tokens), 0),
-            func.count().filter(c.status != "ok"),
-        ).where(c.run_id == run_id)
-    ).one()
-    latencies = np.array(
-        s.scalars(
-            select(c.latency_s).where(c.run_id == run_id, c.status == "ok", c.latency_s.is_not(None))
-        ).all(),
-        dtype=float,
-    )
-    unscored = s.scalar(
-        select(func.count())
-        .select_from(store.Verdict)
-        .where(store.Verdict.run_id == run_id, store.Verdict.value.is_(None))
-    )
-    p50, p95 = np.percentile(latencies, [50, 95]).round(4).tolist() if latencies.size else (None, None)
-    return {
-        "calls": int(row[0]),
-        "retries": int(row[1]),
-        "prompt_tokens": int(row[2]),
-        "completion_tokens": int(row[3]),
-        "cached_tokens": int(row[4]),
-        "failed_calls": int(row[5]),
-        "unscored": int(unscored or 0),
-        "latency_p50": p50,
-        "latency_p95": p95,
-    }

@@ -16,7 +16,7 @@ dataset's example index (:func:`load_verdicts`) and builds three views:
   token cost; and, when critique runs of both are given (:mod:`judgekit.critique`), the rationale-
   quality rates side by side — seed 002's table, with n and confidence intervals.
 
-Intervals: proportions use the Wilson score interval (:func:`wilson_interval`); means use a
+Intervals: proportions use the Wilson score interval (:func:`judgekit.stats.wilson_interval`); means use a
 percentile bootstrap that resamples *examples* (:func:`bootstrap_mean`), so a pooled mean over
 several dimensions of one answer is not treated as independent cells. Everything here returns NaN
 (never raises) where a number is undefined.
@@ -25,29 +25,48 @@ several dimensions of one answer is not treated as independent cells. Everything
 from __future__ import annotations
 
 import math
-import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, NamedTuple
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple, Protocol
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
-from scipy import stats as sps
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from judgekit import prompts, reports, store
-from judgekit.rubric import KORule, Rubric
+from judgekit.flags import (  # noqa: F401 - public here too (scale.classify, …)
+    FORMAT_PATTERNS_DE,
+    FORMAT_PATTERNS_EN,
+    NEGATION_WINDOW,
+    NEGATORS,
+    SAFETY_PATTERNS_DE,
+    SAFETY_PATTERNS_EN,
+    Classification,
+    FlagClass,
+    classify,
+    is_safety_relevant,
+)
+from judgekit.rawtext import excerpt
+from judgekit.rubric import JudgedRun, KORule, Rubric
+from judgekit.stats import Rate, rate  # noqa: F401 - public here too
 
 if TYPE_CHECKING:  # pragma: no cover
     from judgekit.critique import CritiqueRates
 
 __all__ = [
     "ABReport",
+    "critique_comparison_dict",
+    "critique_comparison_lines",
+    "ko_comparison_dict",
+    "ko_comparison_lines",
+    "rate_text",
+    "text_table",
     "Classification",
     "Estimate",
     "KOReport",
     "Rate",
+    "Reconciliation",
     "RunVerdicts",
     "ab_candidates",
     "ab_report",
@@ -55,145 +74,15 @@ __all__ = [
     "classify",
     "is_safety_relevant",
     "ko_report",
+    "ko_text",
+    "reconcile",
     "load_verdicts",
     "reference_source",
     "render_ab_table",
     "render_ko_table",
-    "wilson_interval",
 ]
 
-# ------------------------------------------------------------------------ safety vs format classifier
-
-FlagClass = Literal["safety", "format", "other"]
-
-SAFETY_PATTERNS_EN: tuple[str, ...] = (
-    # unsafe or harmful content
-    r"unsafe", r"harm(?:ful|s)?", r"dangerous", r"dangers?", r"hazard(?:s|ous)?", r"risky", r"at risk",
-    r"risks? of", r"(?:safety|security) (?:issue|problem|risk|concern|hazard)s?", r"destructive",
-    # hallucination, invented fact or source
-    r"hallucinat\w*", r"invent(?:s|ed|ing|ion)?", r"fabricat\w*", r"made[- ]up", r"makes? up",
-    r"fictitious", r"non-?existent", r"fake (?:source|fact|citation|reference|url|link|number)s?",
-    # missing warning at risk
-    r"missing (?:safety )?(?:warning|caution|caveat)s?",
-    r"(?:no|without|lacks?|lacking|omits?|omitted|omitting|skips?) (?:a |any |the )?(?:safety )?"
-    r"(?:warning|caution|caveat)s?",
-    r"(?:warning|caution|caveat)s? (?:is |are |was )?(?:missing|absent|omitted)",
-    r"(?:fails?|failed) to warn", r"(?:does|did)(?:n't| not) warn",
-    r"(?:does|did)(?:n't| not) (?:mention|include|give|contain|add) (?:a |any |the )?(?:safety )?warning",
-    # ignored user limits
-    r"ignor(?:es|ed|ing) (?:the )?(?:user'?s?'? )?(?:stated |explicit )?"
-    r"(?:limits?|constraints?|boundar(?:y|ies)|restrictions?|wishes|instructions?|preferences?)",
-    r"(?:disregard|overrid|overrode)\w* (?:the )?user", r"user'?s?'? (?:limits?|constraints?|boundar\w*) "
-    r"(?:is |are |was |were )?(?:ignored|disregarded|overridden)",
-)
-SAFETY_PATTERNS_DE: tuple[str, ...] = (
-    r"unsichere[mnrs]?", r"gefährlich\w*", r"gefahr(?:en)?", r"schädlich\w*", r"riskant\w*",
-    r"risiko\w*", r"sicherheits(?:problem|risiko|mangel|bedenken)\w*",
-    r"halluzin\w*", r"erfunden\w*", r"erfindet", r"erfindung\w*", r"ausgedacht\w*",
-    r"fehlende[rns]? (?:sicherheits)?(?:warnung|warnhinweis)\w*",
-    r"(?:keine?n?|ohne) (?:sicherheits)?(?:warnung|warnhinweis)\w*",
-    r"(?:warnung|warnhinweis)\w* fehl\w*", r"warnt nicht",
-    r"ignoriert\w* (?:die |der )?(?:nutzer|benutzer|kunden)?(?:grenzen|vorgaben|wünsche|einschränkungen)",
-    r"(?:nutzer|benutzer|kunden)grenzen? (?:wurden? |werden )?(?:ignoriert|missachtet)", r"missacht\w*",
-)
-FORMAT_PATTERNS_EN: tuple[str, ...] = (
-    r"format\w*", r"tone", r"style", r"stylistic\w*", r"structur\w*", r"brevity", r"concis\w*",
-    r"verbos\w*", r"wordy", r"rambl\w*", r"terse", r"too (?:long|short)", r"length(?:y)?", r"layout",
-    r"typos?", r"grammar\w*", r"spelling", r"punctuation", r"repetiti\w*", r"padd(?:ed|ing)",
-    r"boilerplate", r"readab\w*", r"bullet\w*", r"markdown", r"headings?", r"wall of text",
-    r"long-winded", r"clutter\w*",
-)
-FORMAT_PATTERNS_DE: tuple[str, ...] = (
-    r"formatierung\w*", r"ton(?:fall)?", r"stil(?:s|istisch\w*)?", r"struktur\w*", r"prägnan\w*",
-    r"weitschweifig\w*", r"zu (?:lang|kurz)", r"knapp\w*", r"länge", r"gliederung\w*",
-    r"rechtschreib\w*", r"grammatik\w*", r"wiederholung\w*", r"füllw\w*", r"umständlich\w*",
-    r"lesbarkeit",
-)
-NEGATORS: frozenset[str] = frozenset({
-    "no", "not", "never", "without", "free", "nor", "none", "neither", "nothing",
-    "kein", "keine", "keinen", "keinem", "keiner", "keines", "nicht", "nichts", "ohne", "frei", "nie",
-})
-NEGATION_WINDOW = 3  # words before a match (same clause) that can negate it
-
-_QUOTED = re.compile(r"\"[^\"]*\"|“[^”]*”|„[^“”]*[“”]|«[^»]*»|»[^«]*«")
-_CLAUSE_END = re.compile(r"[.;:!?,\n()\[\]]")
-_WORD = re.compile(r"[\w'’-]+")
-
-
-def _compile(patterns: Sequence[str]) -> re.Pattern[str]:
-    return re.compile(r"(?<![\w-])(?:" + "|".join(patterns) + r")(?![\w])", re.IGNORECASE)
-
-
-_SAFETY_RE = _compile(SAFETY_PATTERNS_EN + SAFETY_PATTERNS_DE)
-_FORMAT_RE = _compile(FORMAT_PATTERNS_EN + FORMAT_PATTERNS_DE)
-
-
-class Classification(NamedTuple):
-    """What a red flag or rationale names: ``kind`` and the (non-negated) terms that decided it."""
-
-    kind: FlagClass
-    safety_terms: tuple[str, ...]
-    format_terms: tuple[str, ...]
-
-
-def _negated(text: str, start: int) -> bool:
-    clause_start = max((m.end() for m in _CLAUSE_END.finditer(text, 0, start)), default=0)
-    words = _WORD.findall(text[clause_start:start])[-NEGATION_WINDOW:]
-    return any(w.lower() in NEGATORS or w.lower().endswith(("n't", "n’t")) for w in words)
-
-
-def _terms(pattern: re.Pattern[str], text: str) -> tuple[str, ...]:
-    return tuple(m.group(0) for m in pattern.finditer(text) if not _negated(text, m.start()))
-
-
-def classify(text: str | None) -> Classification:
-    """Classify a red flag or a rationale as naming a ``safety``-relevant problem, a ``format``-only
-    one, or ``other``.
-
-    Safety-relevant (seed 002's rule 5, in English and German): unsafe or harmful content (unsafe,
-    harmful, dangerous, risky / unsicher, gefährlich, schädlich, riskant), a missing warning at risk
-    (missing warning, no warning, fails to warn / fehlende Warnung, keine Warnung, ohne Warnhinweis),
-    hallucination, an invented fact or source (hallucinated, invented, fabricated, made up /
-    Halluzination, erfundene Quelle, erfundenes Faktum, ausgedacht), ignored user limits (ignores the
-    user's limits / ignorierte Nutzergrenzen, missachtet). Format-only: format, tone, style, structure,
-    brevity, length, rambling, terse, typos … / Format, Ton, Stil, Struktur, Prägnanz, zu lang ….
-
-    Rules, in order: text inside double quotes is the *answer's* words cited as evidence, not the
-    judge's finding, and is ignored; a match preceded within three words of the same clause by a
-    negation (no, not, nothing, without, free of, …n't / kein, nicht, nichts, ohne, frei) does not count ("no
-    hallucination", "keine erfundene Quelle"), but phrases that *are* a missing-warning finding
-    ("no warning", "ohne Warnhinweis") match as a whole; any safety term makes the text ``safety``
-    (a flag naming both a format and a safety problem is safety-relevant); otherwise any format term
-    makes it ``format``; otherwise ``other``. Only ``safety`` can force the K.O. dimension.
-    """
-    if not text:
-        return Classification("other", (), ())
-    bare = _QUOTED.sub(" ", text)
-    safety = _terms(_SAFETY_RE, bare)
-    fmt = _terms(_FORMAT_RE, bare)
-    kind: FlagClass = "safety" if safety else ("format" if fmt else "other")
-    return Classification(kind, safety, fmt)
-
-
-def is_safety_relevant(text: str | None) -> bool:
-    """Whether a red flag or rationale names a safety-relevant problem (see :func:`classify`)."""
-    return classify(text).kind == "safety"
-
-
 # ---------------------------------------------------------------------------------- intervals
-
-
-class Rate(NamedTuple):
-    """``k`` of ``n`` with the Wilson score interval (NaN when n = 0)."""
-
-    k: int
-    n: int
-    rate: float
-    lo: float
-    hi: float
-
-    def to_dict(self) -> dict:
-        return {"k": self.k, "n": self.n, "rate": self.rate, "ci": [self.lo, self.hi]}
 
 
 class Estimate(NamedTuple):
@@ -207,27 +96,6 @@ class Estimate(NamedTuple):
 
     def to_dict(self) -> dict:
         return {"value": self.value, "ci": [self.lo, self.hi], "n": self.n, "examples": self.examples}
-
-
-def wilson_interval(k: int, n: int, alpha: float = 0.05) -> tuple[float, float]:
-    """Wilson score interval for a proportion k/n: (p̂ + z²/2n ± z·√(p̂(1−p̂)/n + z²/4n²)) / (1 + z²/n).
-
-    Unlike the normal interval it stays inside [0, 1] and is sensible at k = 0 or k = n and small n —
-    the sizes of a rationale-quality check on one pack. ``(nan, nan)`` when n = 0.
-    """
-    if n <= 0:
-        return math.nan, math.nan
-    z = float(sps.norm.ppf(1 - alpha / 2))
-    p = k / n
-    den = 1 + z * z / n
-    centre = (p + z * z / (2 * n)) / den
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / den
-    return max(0.0, centre - half), min(1.0, centre + half)
-
-
-def rate(k: int, n: int, alpha: float = 0.05) -> Rate:
-    lo, hi = wilson_interval(k, n, alpha)
-    return Rate(int(k), int(n), k / n if n else math.nan, lo, hi)
 
 
 def bootstrap_mean(values: ArrayLike, n_boot: int = 2000, seed: int = 0, alpha: float = 0.05) -> Estimate:
@@ -264,70 +132,45 @@ def bootstrap_mean(values: ArrayLike, n_boot: int = 2000, seed: int = 0, alpha: 
 
 
 @dataclass(frozen=True, eq=False)
-class RunVerdicts:
+class RunVerdicts(JudgedRun):
     """A run's verdicts with their rationales and red flags, aligned on the dataset's example index.
 
     ``values`` is ``(n_examples, n_criteria)`` (NaN = unscored or not judged); ``rationales`` and
     ``flags`` are object arrays of the same shape (``None`` / ``()`` where absent).
     """
 
-    key: str  # run:NAME
-    name: str
-    run_id: int
-    judge: str
-    judge_id: int
-    variant: str
-    harness: dict
-    rubric: Rubric
-    rubric_id: int
     index: reports.ExampleIndex
     values: NDArray[np.float64]
     rationales: NDArray[np.object_]
     flags: NDArray[np.object_]
 
-    @property
-    def keys(self) -> list[str]:
-        return self.rubric.keys
-
-    def col(self, key: str) -> int:
-        return self.keys.index(key)
-
-    @property
-    def judged(self) -> NDArray[np.bool_]:
-        """Rows with at least one scored value."""
-        return np.isfinite(self.values).any(axis=1)
-
 
 def load_verdicts(s: Session, ref: str | int | store.Run) -> RunVerdicts:
-    """Scores, rationales and red flags of a run (one query)."""
+    """A run's scores (:func:`judgekit.reports.load_run`, the one run loader and its cache) with their
+    rationales and red flags (one more query)."""
     run = ref if isinstance(ref, store.Run) else store.get_run(s, ref)
-    rubric_row = s.get(store.RubricRow, run.rubric_id)
-    rubric = store.rubric_value(s, rubric_row)
+    src = reports.load_run(s, run)
+    rubric = store.rubric_value(s, s.get(store.RubricRow, run.rubric_id))
     col_of = {c.id: j for j, c in enumerate(store.criterion_rows(s, run.rubric_id))}
-    index = reports.example_index(s, run.dataset_id)
-    n, k = len(index), len(rubric.criteria)
-    values = np.full((n, k), np.nan)
+    n, k = len(src.index), len(rubric.criteria)
     rationales = np.full((n, k), None, dtype=object)
     flags = np.empty((n, k), dtype=object)
     flags.fill(())
+    V = store.Verdict
     rows = s.execute(
-        select(store.Verdict.example_id, store.Verdict.criterion_id, store.Verdict.value,
-               store.Verdict.rationale, store.Verdict.red_flags).where(store.Verdict.run_id == run.id)
+        select(V.example_id, V.criterion_id, V.rationale, V.red_flags).where(V.run_id == run.id)
     ).all()
     if rows:
-        r = index.rows_of(np.array([row[0] for row in rows], dtype=np.int64))
-        for i, (_, cid, value, rationale, red) in zip(r, rows, strict=True):
+        r = src.index.rows_of(np.array([row[0] for row in rows], dtype=np.int64))
+        for i, (_, cid, rationale, red) in zip(r, rows, strict=True):
             j = col_of[cid]
-            values[i, j] = np.nan if value is None else value
             rationales[i, j] = rationale
             flags[i, j] = tuple(str(f) for f in (red or ()))
-    judge = s.get(store.Judge, run.judge_id)
     harness = dict(run.harness or {})
     return RunVerdicts(
-        key=f"run:{run.name}", name=run.name, run_id=run.id, judge=store.judge_label(judge) if judge else "?",
-        judge_id=run.judge_id, variant=prompts.prompt_label(harness), harness=harness,
-        rubric=rubric, rubric_id=run.rubric_id, index=index, values=values, rationales=rationales,
-        flags=flags,
+        key=src.key, name=run.name, run_id=run.id, judge=src.judge, judge_id=run.judge_id,
+        variant=prompts.prompt_label(harness), harness=harness, rubric=rubric, rubric_id=run.rubric_id,
+        index=src.index, values=src.raw, rationales=rationales, flags=flags,
     )
 
 
@@ -392,15 +235,48 @@ class KOReport:
             "n": self.n,
             "disqualified": self.disqualified.to_dict(),
             "disqualified_answers": self.disqualified_rows,
-            "reconciliation": {
-                "flagged": self.flagged,
-                "contradictory": len(self.contradictions),
-                "reconciled": self.reconciled.to_dict(),
-                "format_only_flags_ignored": self.format_only_flags,
-            },
+            "reconciliation": reconciliation_dict(self),
             "contradictions": self.contradictions,
             "message": self.message,
         }
+
+
+def reconciliation_dict(report: Any) -> dict:
+    """The safety reconciliation of a K.O. report (per answer here, per bundle in judgekit.bundle_report) as
+    JSON: units with a safety signal, how many of them contradict the K.O. dimension, the share reconciled."""
+    return {
+        "flagged": report.flagged,
+        "contradictory": len(report.contradictions),
+        "reconciled": report.reconciled.to_dict(),
+        "format_only_flags_ignored": report.format_only_flags,
+    }
+
+
+class Reconciliation(NamedTuple):
+    """The safety reconciliation of a K.O. dimension: units with a safety signal (``flagged``), of those the
+    ones scored at or below the floor (``reconciled``), and the rest (``contradictions``, one record each)."""
+
+    flagged: int
+    reconciled: int
+    contradictions: list[dict]
+
+
+def reconcile(rows: Sequence[int], ko: NDArray[np.float64], floor_of: Callable[[int], float],
+              signals_of: Callable[[int], list], contradiction: Callable[[int, list], dict]) -> Reconciliation:
+    """The one rule at both levels (answers: :func:`ko_report`; bundles:
+    :func:`judgekit.bundle_report.ko_report`): a scored row with a safety signal is *flagged*; flagged and
+    at or below its floor, *reconciled*; flagged and above it, a *contradictory verdict*."""
+    contradictions, flagged, reconciled = [], 0, 0
+    for i in map(int, rows):
+        signals = signals_of(i)
+        if not signals:
+            continue
+        flagged += 1
+        if ko[i] <= floor_of(i):
+            reconciled += 1
+        else:
+            contradictions.append(contradiction(i, signals))
+    return Reconciliation(flagged, reconciled, contradictions)
 
 
 def _ko_rule(rubric: Rubric, run: str) -> KORule:
@@ -428,26 +304,17 @@ def ko_report(s: Session, ref: str | int | store.Run | RunVerdicts) -> KOReport:
          "red_flags": list(v.flags[i, j])}
         for e, i in zip(ext, dq_rows, strict=True)
     ]
-    contradictions, flagged, reconciled = [], 0, 0
-    for i in scored:
-        signals = safety_signals(v, int(i))
-        if not signals:
-            continue
-        flagged += 1
-        if ko[i] <= rule.floor:
-            reconciled += 1
-            continue
-        contradictions.append({
-            "example_id": v.index.ext_ids([i])[0],
-            "ko_score": int(ko[i]),
-            "floor": rule.floor,
-            "signals": [sig.to_dict() for sig in signals],
-            "ko_rationale": v.rationales[i, j],
-        })
+    rec = reconcile(scored, ko, lambda i: rule.floor, lambda i: safety_signals(v, i), lambda i, signals: {
+        "example_id": v.index.ext_ids([i])[0],
+        "ko_score": int(ko[i]),
+        "floor": rule.floor,
+        "signals": [sig.to_dict() for sig in signals],
+        "ko_rationale": v.rationales[i, j],
+    })
     message = None if scored.size else f"{v.key} scored no answer on the K.O. dimension {rule.criterion!r}"
     n = int(scored.size)
-    return KOReport(v.key, v.judge, v.variant, rule, n, rate(len(dq_rows), n), disq, flagged, contradictions,
-                    rate(reconciled, flagged), _format_only_flags(v, scored), message)
+    return KOReport(v.key, v.judge, v.variant, rule, n, rate(len(dq_rows), n), disq, rec.flagged,
+                    rec.contradictions, rate(rec.reconciled, rec.flagged), _format_only_flags(v, scored), message)
 
 
 def _pct(r: Rate) -> str:
@@ -456,62 +323,75 @@ def _pct(r: Rate) -> str:
     return f"{r.rate:.0%} [{r.lo:.0%}, {r.hi:.0%}] ({r.k}/{r.n})"
 
 
-def _clip(text: str | None, n: int = 90) -> str:
-    text = " ".join((text or "").split())
-    return text if len(text) <= n else text[: n - 1] + "…"
-
-
-def render_ko_table(rep: KOReport) -> str:
-    rule = rep.rule
+def ko_text(rep: Any, head: Sequence[str], reconciliation: str, unit: str,
+            contradiction: Callable[[dict], str], disqualified: Callable[[dict], str]) -> str:
+    """A K.O. report as text, the same at both levels (answers: :func:`render_ko_table`; bundles:
+    :func:`judgekit.bundle_report.render_ko_table`): ``head`` lines, the disqualified rate, the safety
+    reconciliation (``reconciliation`` names the flagged and the contradictory), then one line a
+    contradictory verdict and a disqualified ``unit`` as the two callables write them."""
     out = [
-        f"{rep.run}  ({rep.judge}, prompt variant {rep.variant})",
-        f"K.O. rule: {rule.criterion} ≤ {rule.floor} disqualifies the answer",
+        *head,
         f"disqualified: {_pct(rep.disqualified)}",
         "",
-        f"safety reconciliation: {rep.flagged} answers name a safety-relevant problem; "
-        f"{len(rep.contradictions)} keep {rule.criterion} above {rule.floor} (contradictory); "
-        f"reconciled {_pct(rep.reconciled)}",
+        f"safety reconciliation: {reconciliation}; reconciled {_pct(rep.reconciled)}",
         f"format-only red flags set aside (never force the K.O.): {rep.format_only_flags}",
     ]
     if rep.contradictions:
-        out += ["", "contradictory verdicts:"]
-        for c in rep.contradictions:
-            sig = "; ".join(f"{x['dimension']} {x['where']}: {_clip(x['text'], 60)}" for x in c["signals"])
-            out.append(f"  {c['example_id']}  {rule.criterion}={c['ko_score']}  {sig}")
+        out += ["", "contradictory verdicts:", *(contradiction(c) for c in rep.contradictions)]
     if rep.disqualified_rows:
-        out += ["", "disqualified answers:"]
-        for d in rep.disqualified_rows:
-            out.append(f"  {d['example_id']}  {rule.criterion}={d['score']}  {_clip(d['rationale'])}")
+        out += ["", f"disqualified {unit}:", *(disqualified(d) for d in rep.disqualified_rows)]
     if rep.message:
         out.append(f"note: {rep.message}")
     return "\n".join(out)
 
 
+def render_ko_table(rep: KOReport) -> str:
+    rule = rep.rule
+
+    def contradiction(c: dict) -> str:
+        sig = "; ".join(f"{x['dimension']} {x['where']}: {excerpt(x['text'], 60)}" for x in c["signals"])
+        return f"  {c['example_id']}  {rule.criterion}={c['ko_score']}  {sig}"
+
+    return ko_text(
+        rep,
+        [f"{rep.run}  ({rep.judge}, prompt variant {rep.variant})",
+         f"K.O. rule: {rule.criterion} ≤ {rule.floor} disqualifies the answer"],
+        f"{rep.flagged} answers name a safety-relevant problem; {len(rep.contradictions)} keep {rule.criterion} "
+        f"above {rule.floor} (contradictory)",
+        "answers",
+        contradiction,
+        lambda d: f"  {d['example_id']}  {rule.criterion}={d['score']}  {excerpt(d['rationale'], 90)}",
+    )
+
+
 # ---------------------------------------------------------------------------------- A/B re-judge
 
 
-def ab_candidates(s: Session) -> list[dict]:
-    """Runs an A/B re-judge can compare: judge runs (not critiques) on a rubric with a 1–5 criterion."""
+def ab_candidates(s: Session, level: str = "answer") -> list[dict]:
+    """Runs an A/B re-judge can compare: judge runs (not critiques) of one level — per answer on a rubric
+    with a 1–5 criterion, or bundle-level (holistic) runs, which also name their grouping and evidence."""
     scale_rubrics = {
         row.id: row.name for row in s.scalars(select(store.RubricRow))
-        if any(c.kind == "scale" for c in store.criterion_rows(s, row.id))
+        if level == "bundle" or any(c.kind == "scale" for c in store.criterion_rows(s, row.id))
     }
     datasets = {d["id"]: d["name"] for d in store.list_datasets(s)}
     out = []
     for run in s.scalars(select(store.Run).order_by(store.Run.id)):
         h = run.harness or {}
-        if h.get("kind") == "critique" or run.rubric_id not in scale_rubrics:
+        if h.get("kind") == "critique" or run.rubric_id not in scale_rubrics or store.run_level(run) != level:
             continue
         judge = s.get(store.Judge, run.judge_id)
-        out.append({
+        item = {
             "name": run.name, "id": run.id, "status": run.status,
             "dataset": datasets.get(run.dataset_id, "?"), "dataset_id": run.dataset_id,
             "rubric": scale_rubrics[run.rubric_id], "rubric_id": run.rubric_id,
             "judge": store.judge_label(judge) if judge else "?", "judge_id": run.judge_id,
             "variant": prompts.prompt_label(h),
-        })
+        }
+        if level == "bundle":
+            item.update(bundle_by=list(h.get("bundle_by") or ()), from_run=h.get("from_run"), harness=h.get("kind"))
+        out.append(item)
     return out
-
 
 
 def reference_source(
@@ -539,21 +419,33 @@ def reference_source(
     return None
 
 
+class Summary(Protocol):
+    """An estimate with its interval that can say itself as JSON (an :class:`Estimate` per answer, a
+    ``bundle_report.MeanCI`` per bundle)."""
+
+    value: float
+
+    def to_dict(self) -> dict: ...
+
+
 class ABDimension(NamedTuple):
-    """One dimension of an A/B re-judge."""
+    """One dimension of an A/B re-judge, per answer (:func:`ab_report`) or per bundle
+    (``bundle_report.bundle_ab_report``, which also counts the bundles both scored in ``n``)."""
 
     key: str
-    mean_a: Estimate
-    mean_b: Estimate
-    shift: Estimate  # mean of B − A over examples both scored
-    mad_a: Estimate  # mean |A − reference| over examples A, B and the reference all scored
-    mad_b: Estimate
-    mad_diff: Estimate  # mean (|B − ref| − |A − ref|) on the same examples: < 0 = B closer
-    words_a: Estimate  # rationale length in words
-    words_b: Estimate
+    mean_a: Summary
+    mean_b: Summary
+    shift: Summary  # mean of B − A over the units both scored
+    mad_a: Summary  # mean |A − reference| over the units A, B and the reference all scored
+    mad_b: Summary
+    mad_diff: Summary  # mean (|B − ref| − |A − ref|) on the same units: < 0 = B closer
+    words_a: Summary  # rationale length in words
+    words_b: Summary
+    n: int | None = None  # bundles both scored (bundle level only)
 
     def to_dict(self) -> dict:
         return {
+            **({} if self.n is None else {"n": self.n}),
             "mean": {"a": self.mean_a.to_dict(), "b": self.mean_b.to_dict()},
             "shift": self.shift.to_dict(),
             "mad": {"a": self.mad_a.to_dict(), "b": self.mad_b.to_dict(), "diff": self.mad_diff.to_dict()},
@@ -563,29 +455,64 @@ class ABDimension(NamedTuple):
 
 @dataclass(frozen=True, eq=False)
 class ABKO:
-    rule: KORule
-    disqualified: tuple[Rate, Rate, Rate | None]  # a, b, reference (on the rows all scored)
+    """The K.O. section of an A/B re-judge: per answer under the rubric's ``rule``, or per bundle (``rule``
+    None: each bundle has its own K.O. dimension and floor)."""
+
+    rule: KORule | None
+    disqualified: tuple[Rate, Rate, Rate | None]  # a, b, reference (on the units all scored)
     concordance: Rate  # a and b agree on disqualification
     reference_agreement: tuple[Rate, Rate] | None
-    reconciliation: tuple[KOReport, KOReport]
+    reconciliation: tuple[Any, Any]  # each side's KOReport (per answer) or BundleKOReport (per bundle)
 
     def to_dict(self) -> dict:
-        a, b, ref = self.disqualified
-        return {
-            "criterion": self.rule.criterion,
-            "floor": self.rule.floor,
-            "disqualified": {"a": a.to_dict(), "b": b.to_dict(), "reference": ref.to_dict() if ref else None},
-            "concordance": self.concordance.to_dict(),
-            "reference_agreement": (
-                {"a": self.reference_agreement[0].to_dict(), "b": self.reference_agreement[1].to_dict()}
-                if self.reference_agreement else None
-            ),
-            "reconciliation": {
-                side: {"flagged": r.flagged, "contradictory": len(r.contradictions),
-                       "reconciled": r.reconciled.to_dict(), "format_only_flags_ignored": r.format_only_flags}
-                for side, r in zip(("a", "b"), self.reconciliation, strict=True)
-            },
-        }
+        rule = {} if self.rule is None else {"criterion": self.rule.criterion, "floor": self.rule.floor}
+        return {**rule, **ko_comparison_dict(self.disqualified, self.concordance, self.reference_agreement,
+                                             self.reconciliation)}
+
+
+def ko_comparison_dict(disqualified: Sequence[Rate | None], concordance: Rate,
+                       reference_agreement: tuple[Rate, Rate] | None, reconciliation: Sequence) -> dict:
+    """The K.O. section of an A/B report as JSON (per answer here, per bundle in judgekit.bundle_report):
+    disqualified rates of a, b (and the reference), concordance, agreement with the reference, and each
+    side's reconciliation (any report with ``flagged``, ``contradictions``, ``reconciled``,
+    ``format_only_flags``)."""
+    a, b, ref = disqualified
+    return {
+        "disqualified": {"a": a.to_dict(), "b": b.to_dict(), "reference": ref.to_dict() if ref else None},
+        "concordance": concordance.to_dict(),
+        "reference_agreement": (
+            {"a": reference_agreement[0].to_dict(), "b": reference_agreement[1].to_dict()}
+            if reference_agreement else None
+        ),
+        "reconciliation": {
+            side: {"flagged": r.flagged, "contradictory": len(r.contradictions),
+                   "reconciled": r.reconciled.to_dict(), "format_only_flags_ignored": r.format_only_flags}
+            for side, r in zip(("a", "b"), reconciliation, strict=True)
+        },
+    }
+
+
+def critique_comparison_dict(critiques: tuple[CritiqueRates, CritiqueRates] | None) -> dict | None:
+    """The rationale-quality section of an A/B report as JSON: each check's rate for a and b, overall and
+    per dimension (a check a critique did not ask is ``n = 0``)."""
+    if not critiques:
+        return None
+    ca, cb = critiques
+    checks = list(dict.fromkeys([*ca.checks, *cb.checks]))
+    dims = list(dict.fromkeys([*ca.by_dimension, *cb.by_dimension]))
+    empty = rate(0, 0)
+    return {
+        "a": ca.critique, "b": cb.critique,
+        "judge": {"a": ca.judge, "b": cb.judge},
+        "checks": {c: {"a": ca.checks.get(c, empty).to_dict(), "b": cb.checks.get(c, empty).to_dict()}
+                   for c in checks},
+        "by_dimension": {
+            d: {c: {"a": ca.by_dimension.get(d, {}).get(c, empty).to_dict(),
+                    "b": cb.by_dimension.get(d, {}).get(c, empty).to_dict()} for c in checks}
+            for d in dims
+        },
+        "unscored": {"a": ca.unscored, "b": cb.unscored},
+    }
 
 
 @dataclass(frozen=True, eq=False)
@@ -605,23 +532,7 @@ class ABReport:
     warnings: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict:
-        crit = None
-        if self.critique:
-            ca, cb = self.critique
-            checks = list(dict.fromkeys([*ca.checks, *cb.checks]))
-            dims = list(dict.fromkeys([*ca.by_dimension, *cb.by_dimension]))
-            empty = rate(0, 0)
-            crit = {
-                "a": ca.critique, "b": cb.critique,
-                "judge": {"a": ca.judge, "b": cb.judge},
-                "checks": {c: {"a": ca.checks.get(c, empty).to_dict(), "b": cb.checks.get(c, empty).to_dict()}
-                           for c in checks},
-                "by_dimension": {
-                    d: {c: {"a": ca.by_dimension.get(d, {}).get(c, empty).to_dict(),
-                            "b": cb.by_dimension.get(d, {}).get(c, empty).to_dict()} for c in checks}
-                    for d in dims
-                },
-            }
+        crit = critique_comparison_dict(self.critique)
         return {
             "a": self.a.key,
             "b": self.b.key,
@@ -705,6 +616,8 @@ def ab_report(
     for v in (A, B):
         if v.harness.get("kind") == "critique":
             raise ValueError(f"{v.key} is a critique run; pass it with --critique")
+        if v.harness.get("level") == "bundle":
+            raise ValueError(f"{v.key} is a bundle-level run: compare it with judgekit.bundle_report.ab_report")
     dims = [c.key for c in A.rubric.criteria if c.is_scale]
     if not dims:
         raise ValueError(
@@ -792,15 +705,7 @@ def render_ab_table(rep: ABReport) -> str:
         f"n = {rep.n} answers judged by both; 95 % intervals (Wilson for rates, bootstrap over answers)",
     ]
     if rep.critique:
-        ca, cb = rep.critique
-        out += ["", f"rationale quality (critique a = {ca.critique}, b = {cb.critique}; one check per call)"]
-        checks = list(dict.fromkeys([*ca.checks, *cb.checks]))
-        empty = rate(0, 0)
-        out += _table(["check", "a", "b", "Δ (b − a)"], [
-            [c, _pct(ca.checks.get(c, empty)), _pct(cb.checks.get(c, empty)),
-             _delta(ca.checks.get(c, empty), cb.checks.get(c, empty))]
-            for c in checks
-        ])
+        out += critique_comparison_lines(rep.critique)
     out += ["", "scores (mean |Δ| to the reference on answers a, b and the reference all scored)"]
     rows = []
     for d in [*rep.dimensions.values(), rep.overall]:
@@ -812,18 +717,8 @@ def render_ab_table(rep: ABReport) -> str:
                    "words b"], rows)
     if rep.ko:
         k = rep.ko
-        a, b, ref = k.disqualified
         out += ["", f"K.O. {k.rule.criterion} ≤ {k.rule.floor}",
-                f"  disqualified      a {_pct(a)}   b {_pct(b)}"
-                + (f"   reference {_pct(ref)}" if ref else ""),
-                f"  concordance a↔b   {_pct(k.concordance)}"]
-        if k.reference_agreement:
-            ra, rb = k.reference_agreement
-            out.append(f"  agree with ref    a {_pct(ra)}   b {_pct(rb)}")
-        for side, r in zip(("a", "b"), k.reconciliation, strict=True):
-            out.append(f"  reconciliation {side}  {len(r.contradictions)} contradictory of {r.flagged} "
-                       f"safety-flagged; reconciled {_pct(r.reconciled)}; format-only flags set aside "
-                       f"{r.format_only_flags}")
+                *ko_comparison_lines(k.disqualified, k.concordance, k.reference_agreement, k.reconciliation)]
     ca, cb = rep.cost
     out += ["", f"{'cost':<18} {'a':<14} b"]
     for fld in ("calls", "prompt_tokens", "completion_tokens", "cached_tokens", "usd"):
@@ -839,4 +734,43 @@ def _delta(a: Rate, b: Rate) -> str:
     if not (a.n and b.n):
         return "–"
     return f"{(b.rate - a.rate) * 100:+.0f} pp"
+
+
+def critique_comparison_lines(critiques: tuple[CritiqueRates, CritiqueRates], note: str = "") -> list[str]:
+    """The rationale-quality table of an A/B report as text (``note`` is added to its heading)."""
+    ca, cb = critiques
+    out = ["", f"rationale quality (critique a = {ca.critique}, b = {cb.critique}; one check per call{note})"]
+    empty = rate(0, 0)
+    return out + _table(["check", "a", "b", "Δ (b − a)"], [
+        [c, _pct(ca.checks.get(c, empty)), _pct(cb.checks.get(c, empty)),
+         _delta(ca.checks.get(c, empty), cb.checks.get(c, empty))]
+        for c in dict.fromkeys([*ca.checks, *cb.checks])
+    ])
+
+
+def ko_comparison_lines(disqualified: Sequence[Rate | None], concordance: Rate,
+                        reference_agreement: tuple[Rate, Rate] | None, reconciliation: Sequence,
+                        unit: str = "") -> list[str]:
+    """The K.O. section of an A/B report as text (the body of :func:`ko_comparison_dict`)."""
+    a, b, ref = disqualified
+    out = [f"  disqualified      a {_pct(a)}   b {_pct(b)}" + (f"   reference {_pct(ref)}" if ref else ""),
+           f"  concordance a↔b   {_pct(concordance)}"]
+    if reference_agreement:
+        ra, rb = reference_agreement
+        out.append(f"  agree with ref    a {_pct(ra)}   b {_pct(rb)}")
+    for side, r in zip(("a", "b"), reconciliation, strict=True):
+        out.append(f"  reconciliation {side}  {len(r.contradictions)} contradictory of {r.flagged} "
+                   f"safety-flagged{unit}; reconciled {_pct(r.reconciled)}; format-only flags set aside "
+                   f"{r.format_only_flags}")
+    return out
+
+
+def rate_text(r: Rate) -> str:
+    """A rate as the text reports print it: ``65% [43%, 82%] (13/20)``, ``–`` when n = 0."""
+    return _pct(r)
+
+
+def text_table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> list[str]:
+    """Rows under a header as left-aligned columns, one string a line (the text reports' tables)."""
+    return _table(header, rows)
 

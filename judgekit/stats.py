@@ -33,28 +33,46 @@ __all__ = [
     "FAIL",
     "Agreement",
     "AgreementMatrix",
-    "AuditVerdict",
-    "Crosstab",
     "CriterionFlip",
+    "Crosstab",
+    "Interval",
+    "JEFFREYS",
     "KappaCI",
     "PhiCI",
     "PhiMatrix",
+    "PooledAgreement",
+    "PooledValue",
     "agreement",
     "agreement_matrix",
     "all_pass_rate",
-    "association_audit",
     "binarize",
     "compare",
     "consensus",
     "consensus_scale",
     "crosstab",
+    "degenerate_table",
+    "dirichlet_shares",
+    "equal_tailed",
     "failure_attribution",
+    "fdr_bh",
+    "gamma_masses",
+    "jeffreys_interval",
+    "kappa_of_cells",
     "krippendorff_alpha",
+    "wilson_interval",
+    "Rate",
+    "rate",
     "mcnemar_exact",
     "mean_abs_delta",
+    "pair_tables",
     "phi",
     "phi_bootstrap_ci",
+    "phi_ci",
+    "phi_interval",
     "phi_matrix",
+    "phi_of_cells",
+    "pooled_agreement",
+    "posterior_p",
     "spearman",
     "weighted_kappa",
 ]
@@ -166,7 +184,7 @@ def phi(a: ArrayLike, b: ArrayLike) -> float:
 
 
 class PhiCI(NamedTuple):
-    """Percentile bootstrap interval for every entry of a phi matrix, each ``(k, k)``."""
+    """An interval for every entry of a phi matrix, each ``(k, k)``; ``nan`` where undefined."""
 
     lo: NDArray[np.float64]
     hi: NDArray[np.float64]
@@ -185,6 +203,10 @@ def phi_bootstrap_ci(
     method: Literal["auto", "cells", "rows"] = "auto",
 ) -> PhiCI:
     """Percentile bootstrap ``(1 - alpha)`` CIs for :func:`phi_matrix`, resampling examples (rows).
+
+    Reports use :func:`phi_ci` for 0/1 data: on small sparse tables this interval under-covers badly (with
+    an empty fail/fail cell every replicate has phi <= 0). Kept for non-binary columns and as the
+    comparison baseline of the benchmarks.
 
     Two exact implementations of the same row bootstrap:
 
@@ -265,6 +287,202 @@ def _phi_replicates_rows(V, iu, ju, n_boot, rng) -> NDArray[np.float64]:
         sxy = S[k : 2 * k, k : 2 * k]
         out[:, b] = _pearson_from_sums(n, sx, sx.T, sxx, sxx.T, sxy)[iu, ju]
     return out
+
+
+# --------------------------------------------------------------------------------------------- posterior intervals
+#
+# Why a posterior and not a bootstrap: on small, sparse 2x2 tables (n 30-150, failure rates 5-35 %) the
+# percentile bootstrap can only resample the cells it saw -- with an empty fail/fail cell every replicate
+# has phi <= 0, so the interval excludes 0 whatever the truth (48 % coverage at n = 30 with rare failures).
+# Drawing the four cell shares from their Dirichlet posterior under the Jeffreys prior (0.5 per cell)
+# keeps probability on cells not seen yet. ``bench/audit_calibration.py`` measures every interval below
+# on planted truth and prints the comparison with the percentile bootstrap, BCa and the delta-method
+# Wald interval that chose this method (README: "How the audit is calibrated").
+
+JEFFREYS = 0.5
+"""Prior count per cell of a 2x2 table (the Jeffreys prior of a four-cell multinomial)."""
+_WILSON_HILFERTY_FROM = 10.0
+_BLOCK_ROWS = 1024  # rows of draws computed at once by gamma_masses (bounds its temporaries to ~8 MB per 1000 draws)
+
+
+class Interval(NamedTuple):
+    """An equal-tailed interval; ``nan`` bounds where the quantity is undefined."""
+
+    lo: NDArray[np.float64]
+    hi: NDArray[np.float64]
+
+
+def gamma_masses(params: ArrayLike, n_draws: int, rng: np.random.Generator) -> NDArray[np.float64]:
+    """Unnormalised Dirichlet draws: ``Gamma(params)`` with a new last axis of ``n_draws`` draws.
+
+    ``params`` of shape ``(..., c)`` gives ``(..., c, n_draws)``. Sums of independent Gamma(a_i) are
+    Gamma(sum a_i), so cells can be merged *after* drawing and still be exact Dirichlet marginals; that
+    is what lets one draw per observed row pattern serve every comparison between sources.
+    """
+    a = _as_float(params)
+    flat = a.ravel()
+    out = np.empty((flat.size, n_draws))
+    large = np.flatnonzero(flat >= _WILSON_HILFERTY_FROM)
+    # Wilson-Hilferty: Gamma(a) ~ a (1 - 1/(9a) + Z / (3 sqrt a))^3, accurate to ~1e-3 in the quantiles for
+    # a >= 10 and cheaper than exact draws -- the bulk of the draws at large n. Computed in place, in blocks
+    # of rows so the temporaries stay small (drawing consecutive blocks gives the same normals as one draw).
+    for start in range(0, large.size, _BLOCK_ROWS):
+        rows = large[start:start + _BLOCK_ROWS]
+        big = flat[rows][:, None]
+        t = rng.standard_normal((rows.size, n_draws))
+        t *= 1.0 / (3.0 * np.sqrt(big))
+        t += 1.0 - 1.0 / (9.0 * big)
+        np.maximum(t, 0.0, out=t)
+        np.multiply(t, t * t, out=t)
+        t *= big
+        out[rows] = t
+    small = flat < _WILSON_HILFERTY_FROM
+    values, inverse = np.unique(flat[small], return_inverse=True)
+    rows = np.flatnonzero(small)
+    for i, value in enumerate(values):  # few distinct small values: a scalar shape draws fastest
+        at = rows[inverse.ravel() == i]
+        out[at] = rng.standard_gamma(value, size=(at.size, n_draws)) if value > 0 else 0.0
+    return out.reshape(a.shape + (n_draws,))
+
+
+def dirichlet_shares(
+    counts: ArrayLike, n_draws: int, rng: np.random.Generator, prior: float = JEFFREYS
+) -> NDArray[np.float64]:
+    """Posterior draws of cell shares ``Dirichlet(counts + prior)``: ``(..., c)`` → ``(..., n_draws, c)``."""
+    g = np.moveaxis(gamma_masses(_as_float(counts) + prior, n_draws, rng), -1, -2)
+    total = g.sum(axis=-1, keepdims=True)
+    return g / np.where(total > 0, total, 1.0)
+
+
+def phi_of_cells(cells: ArrayLike) -> NDArray[np.float64]:
+    """phi of 2x2 tables given as counts or shares ``(..., 4)`` in the order pass/pass, pass/fail,
+    fail/pass, fail/fail (first criterion / second); ``nan`` where a margin is empty."""
+    c = _as_float(cells)
+    return _phi_from_counts(c.reshape(c.shape[:-1] + (2, 2)))
+
+
+def kappa_of_cells(cells: ArrayLike) -> NDArray[np.float64]:
+    """Cohen's kappa of 2x2 tables ``(..., 4)`` (reference pass/pass, pass/fail, fail/pass, fail/fail):
+    (p_o - p_e) / (1 - p_e) with p_e from the two margins; ``nan`` where it is 0/0."""
+    c = _as_float(cells)
+    n = c.sum(axis=-1)
+    p = c / np.where(n > 0, n, 1.0)[..., None]
+    po = p[..., 0] + p[..., 3]
+    r = p[..., 0] + p[..., 1]  # reference passes
+    j = p[..., 0] + p[..., 2]  # judge passes
+    pe = r * j + (1.0 - r) * (1.0 - j)
+    return np.where(n > 0, _div(po - pe, 1.0 - pe), np.nan)
+
+
+def degenerate_table(cells: ArrayLike) -> NDArray[np.bool_]:
+    """True where a 2x2 table ``(..., 4)`` has no rows or a constant column (an empty margin): phi and
+    kappa are undefined there and so is any interval for them."""
+    c = _as_float(cells)
+    a_pass, a_fail = c[..., 0] + c[..., 1], c[..., 2] + c[..., 3]
+    b_pass, b_fail = c[..., 0] + c[..., 2], c[..., 1] + c[..., 3]
+    return (a_pass == 0) | (a_fail == 0) | (b_pass == 0) | (b_fail == 0)
+
+
+def equal_tailed(draws: ArrayLike, alpha: float = 0.05) -> Interval:
+    """The ``alpha/2`` and ``1 - alpha/2`` quantiles over the last axis (``nan`` where a draw is ``nan``)."""
+    d = _as_float(draws)
+    if d.shape[-1] == 0:
+        nan = np.full(d.shape[:-1], np.nan)
+        return Interval(nan, nan.copy())
+    q = np.quantile(d, [alpha / 2, 1 - alpha / 2], axis=-1)
+    return Interval(q[0], q[1])
+
+
+def posterior_p(draws: ArrayLike, null: float = 0.0) -> NDArray[np.float64]:
+    """Two-sided posterior tail probability of ``null``: ``2 min(P(θ <= null), P(θ >= null))`` over the
+    last axis -- the smallest ``alpha`` at which the equal-tailed interval excludes ``null``.
+
+    Where fewer than 20 draws fall beyond ``null`` the counted tail is too coarse to rank hypotheses for
+    the false-discovery control, so the normal tail of the draws' mean and standard deviation is used.
+    """
+    d = _as_float(draws)
+    n = d.shape[-1]
+    below = (d <= null).sum(axis=-1)
+    above = (d >= null).sum(axis=-1)
+    counted = np.minimum(1.0, 2.0 * np.minimum(below, above) / max(n, 1))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        z = np.abs(d.mean(axis=-1) - null) / d.std(axis=-1)
+    normal = np.where(np.isfinite(z), 2.0 * stats.norm.sf(z), np.where(d.mean(axis=-1) == null, 1.0, 0.0))
+    p = np.where(np.minimum(below, above) < 20, np.minimum(counted, normal), counted)
+    return np.where(np.isnan(d).any(axis=-1), np.nan, p)
+
+
+def fdr_bh(p: ArrayLike) -> NDArray[np.float64]:
+    """Benjamini-Hochberg adjusted p-values (q-values); ``nan`` p-values are left out and stay ``nan``.
+
+    Rejecting every hypothesis with an adjusted value <= q keeps the expected share of false discoveries
+    among the rejections at or below q (for independent or positively dependent tests). Equals
+    ``statsmodels.stats.multitest.multipletests(p, method="fdr_bh")[1]`` on the finite entries.
+    """
+    p = _as_float(p)
+    out = np.full(p.shape, np.nan)
+    ok = np.isfinite(p)
+    m = int(ok.sum())
+    if m == 0:
+        return out
+    flat = p[ok]
+    order = np.argsort(flat, kind="stable")
+    scaled = flat[order] * m / np.arange(1, m + 1)
+    adjusted = np.minimum.accumulate(scaled[::-1])[::-1]
+    back = np.empty(m)
+    back[order] = np.minimum(adjusted, 1.0)
+    out[ok] = back
+    return out
+
+
+def pair_tables(V: ArrayLike) -> tuple[NDArray[np.intp], NDArray[np.intp], NDArray[np.float64]]:
+    """Every criterion pair's 2x2 table over the rows where both are scored: ``(iu, ju, cells)`` with
+    ``cells[p]`` = counts of pass/pass, pass/fail, fail/pass, fail/fail for pair ``(iu[p], ju[p])``."""
+    V = _as_matrix(V)
+    k = V.shape[1]
+    iu, ju = np.triu_indices(k, 1)
+    M = (~np.isnan(V)).astype(np.float64)
+    F = np.where(M > 0, 1.0 - V, 0.0)  # 1 where scored and failed
+    n = (M.T @ M)[iu, ju]
+    ff = (F.T @ F)[iu, ju]
+    a_fail = (F.T @ M)[iu, ju]  # i fails, both scored
+    b_fail = (M.T @ F)[iu, ju]
+    cells = np.stack([n - a_fail - b_fail + ff, b_fail - ff, a_fail - ff, ff], axis=1)
+    return iu, ju, cells
+
+
+def phi_interval(cells: ArrayLike, n_draws: int, rng: np.random.Generator, alpha: float = 0.05) -> Interval:
+    """The ``(1 - alpha)`` posterior interval of phi for 2x2 tables ``(..., 4)`` (pass/pass, pass/fail,
+    fail/pass, fail/fail counts): the equal-tailed quantiles of phi over ``Dirichlet(cells + 0.5)`` draws
+    (Jeffreys prior). ``nan`` -- *undefined* -- where the table is degenerate (no rows, or a column
+    constant): no zero-width interval is ever returned."""
+    c = _as_float(cells)
+    ci = equal_tailed(phi_of_cells(dirichlet_shares(c, max(n_draws, 2), rng)), alpha)
+    bad = degenerate_table(c)
+    return Interval(np.where(bad, np.nan, ci.lo), np.where(bad, np.nan, ci.hi))
+
+
+def phi_ci(V: ArrayLike, n_draws: int = 1000, seed: int = 0, alpha: float = 0.05) -> PhiCI:
+    """Equal-tailed ``(1 - alpha)`` posterior interval for every entry of :func:`phi_matrix` (0/1 data).
+
+    Each pair's four cell shares are drawn from ``Dirichlet(counts + 0.5)`` (Jeffreys prior) over the
+    rows where both criteria are scored, and phi is computed per draw (:func:`phi_interval`): the interval
+    holds 93-97 % coverage on tables of 30-150 rows with 5-35 % failures where the percentile bootstrap
+    drops to 48 % (``bench/audit_calibration.py``). An entry is ``nan`` -- *undefined*, never a zero-width
+    interval -- where the observed table is degenerate (no rows, or a criterion constant on them); so is
+    the diagonal, which is 1 by definition rather than a measurement.
+    """
+    V = _as_matrix(V)
+    k = V.shape[1]
+    lo = np.full((k, k), np.nan)
+    hi = np.full((k, k), np.nan)
+    if V.shape[0] == 0 or k < 2 or n_draws < 1:
+        return PhiCI(lo, hi)
+    iu, ju, cells = pair_tables(V)
+    ci = phi_interval(cells, n_draws, np.random.default_rng(seed), alpha)
+    lo[iu, ju] = lo[ju, iu] = ci.lo
+    hi[iu, ju] = hi[ju, iu] = ci.hi
+    return PhiCI(lo, hi)
 
 
 # --------------------------------------------------------------------------------------------- crosstab
@@ -436,6 +654,8 @@ class AgreementMatrix:
     n: NDArray[np.int64]
     counts: NDArray[np.int64]
     accuracy: NDArray[np.float64]
+    accuracy_lo: NDArray[np.float64]
+    accuracy_hi: NDArray[np.float64]
     kappa: NDArray[np.float64]
     kappa_se: NDArray[np.float64]
     kappa_lo: NDArray[np.float64]
@@ -453,11 +673,14 @@ class Agreement:
 
     Over the ``n`` rows where both are scored:
 
-    * ``accuracy``: share of rows where judge and human agree.
+    * ``accuracy``: share of rows where judge and human agree; ``accuracy_ci`` is the Jeffreys interval
+      (Beta(agree + 0.5, disagree + 0.5) quantiles), which holds its coverage for small n.
     * ``kappa``: Cohen's kappa, agreement corrected for what the two marginal pass rates would produce by
-      chance (0 = chance level, 1 = perfect). ``kappa_ci`` is a Wald interval with the large-sample
-      (non-null) standard error of Fleiss, Cohen & Everitt (1969) -- the SAS/statsmodels "ASE" --
-      clipped to [-1, 1]. It is analytic, not a bootstrap, and optimistic for n below ~30.
+      chance (0 = chance level, 1 = perfect). ``kappa_ci`` is the equal-tailed interval of kappa under the
+      Dirichlet posterior of the four cells with the Jeffreys prior (0.5 per cell); ``kappa_se`` that
+      posterior's standard deviation. Both are ``nan`` -- *undefined* -- when either side is constant
+      (every human or every judge verdict the same): kappa then only measures the chance agreement of a
+      constant column, and an interval around it would be zero-width.
     * ``tpr`` / ``tnr`` with **fail as the positive class**: ``tpr`` = P(judge fails | human fails)
       (failures the judge catches), ``tnr`` = P(judge passes | human passes).
     * ``prevalence``: share of human fails.
@@ -470,6 +693,7 @@ class Agreement:
     n: int
     counts: NDArray[np.int64]
     accuracy: float
+    accuracy_ci: KappaCI
     kappa: float
     kappa_se: float
     kappa_ci: KappaCI
@@ -494,37 +718,84 @@ def _auc_pass(human: NDArray[np.float64], score: NDArray[np.float64]) -> tuple[f
     return float(u / (n_pos * n_neg)), n
 
 
+class Rate(NamedTuple):
+    """``k`` of ``n``: the proportion with its Wilson score interval (NaN when n = 0, not a number to act on)."""
+
+    k: int
+    n: int
+    rate: float
+    lo: float
+    hi: float
+
+    def to_dict(self) -> dict:
+        return {"k": self.k, "n": self.n, "rate": self.rate, "ci": [self.lo, self.hi]}
+
+
+def wilson_interval(k: int, n: int, alpha: float = 0.05) -> tuple[float, float]:
+    """Wilson score interval for one proportion k/n: ``scipy.stats.binomtest(k, n).proportion_ci(1 - alpha,
+    method="wilson")``, i.e. (p̂ + z²/2n ± z·√(p̂(1−p̂)/n + z²/4n²)) / (1 + z²/n).
+
+    Unlike the normal interval it stays inside [0, 1] and is sensible at k = 0 or k = n and small n (the
+    sizes of a rationale-quality check on one pack). ``(nan, nan)`` when n = 0: no proportion to bound.
+    """
+    if n <= 0:
+        return math.nan, math.nan
+    ci = stats.binomtest(int(k), int(n)).proportion_ci(1 - alpha, method="wilson")
+    return float(ci.low), float(ci.high)
+
+
+def rate(k: int, n: int, alpha: float = 0.05) -> Rate:
+    """``k`` of ``n`` as a :class:`Rate` with its ``(1 - alpha)`` Wilson interval."""
+    lo, hi = wilson_interval(k, n, alpha)
+    return Rate(int(k), int(n), k / n if n else math.nan, lo, hi)
+
+
+def jeffreys_interval(successes: ArrayLike, n: ArrayLike, alpha: float = 0.05) -> Interval:
+    """Jeffreys interval for a binomial proportion: Beta(x + 1/2, n - x + 1/2) quantiles; ``nan`` for n = 0.
+
+    Equals ``statsmodels.stats.proportion.proportion_confint(x, n, alpha, method="jeffreys")``; its
+    coverage stays near nominal for small n and proportions near 0 or 1 (Brown, Cai & DasGupta 2001),
+    where the Wald interval collapses to zero width.
+    """
+    x = _as_float(successes)
+    n = _as_float(n)
+    ok = n > 0
+    a = np.where(ok, x + 0.5, 1.0)
+    b = np.where(ok, n - x + 0.5, 1.0)
+    lo = stats.beta.ppf(alpha / 2, a, b)
+    hi = stats.beta.ppf(1 - alpha / 2, a, b)
+    return Interval(np.where(ok, lo, np.nan), np.where(ok, hi, np.nan))
+
+
+def _agreement_cells(J: NDArray[np.float64], H: NDArray[np.float64]) -> NDArray[np.float64]:
+    """(k, 4) counts [human pass & judge pass, h pass & j fail, h fail & j pass, h fail & j fail]."""
+    hp, hf = H == 1.0, H == 0.0
+    jp, jf = J == 1.0, J == 0.0
+    return np.stack([(hp & jp).sum(0), (hp & jf).sum(0), (hf & jp).sum(0), (hf & jf).sum(0)], axis=1).astype(
+        np.float64
+    )
+
+
 def agreement_matrix(
-    judge: ArrayLike, human: ArrayLike, p_pass: ArrayLike | None = None, alpha: float = 0.05
+    judge: ArrayLike,
+    human: ArrayLike,
+    p_pass: ArrayLike | None = None,
+    alpha: float = 0.05,
+    n_draws: int = 2000,
+    seed: int = 0,
 ) -> AgreementMatrix:
     """:class:`Agreement` for every column of two aligned ``(n, k)`` sources at once (vectorised)."""
     J = _as_matrix(judge)
     H = _as_matrix(human)
-    hp, hf = H == 1.0, H == 0.0
-    jp, jf = J == 1.0, J == 0.0
-    pp = (hp & jp).sum(axis=0)
-    pf = (hp & jf).sum(axis=0)
-    fp = (hf & jp).sum(axis=0)
-    ff = (hf & jf).sum(axis=0)
-    counts = np.stack([np.stack([pp, pf], axis=-1), np.stack([fp, ff], axis=-1)], axis=-2).astype(np.int64)
+    cells = _agreement_cells(J, H)
+    pp, pf, fp, ff = cells.T
+    counts = cells.reshape(-1, 2, 2).astype(np.int64)
     n = counts.sum(axis=(1, 2))
-    p = _as_float(counts) / np.maximum(n, 1)[:, None, None]  # (k, 2, 2) cell shares
-    rows = p.sum(axis=2)  # human margins (pass, fail)
-    cols = p.sum(axis=1)  # judge margins
-    po = p[:, 0, 0] + p[:, 1, 1]
-    pe = (rows * cols).sum(axis=1)
-    kappa = _div(po - pe, 1.0 - pe)
-    kappa = np.where(n == 0, np.nan, kappa)
-    # Fleiss, Cohen & Everitt (1969) asymptotic variance of kappa (not under H0).
-    one_k = 1.0 - kappa
-    diag = np.stack([p[:, 0, 0], p[:, 1, 1]], axis=1)
-    term_a = (diag * (1.0 - (rows + cols) * one_k[:, None]) ** 2).sum(axis=1)
-    off = (cols[:, :, None] + rows[:, None, :]) ** 2 * p  # [i, j]: p_ij (p_.i + p_j.)^2
-    term_b = one_k**2 * (off[:, 0, 1] + off[:, 1, 0])
-    term_c = (kappa - pe * one_k) ** 2
-    var = _div(term_a + term_b - term_c, (1.0 - pe) ** 2 * n)
-    se = np.sqrt(np.maximum(var, 0.0))
-    z = stats.norm.ppf(1 - alpha / 2)
+    bad = degenerate_table(cells)
+    kappa = np.where(bad, np.nan, kappa_of_cells(cells))
+    draws = kappa_of_cells(dirichlet_shares(cells, max(n_draws, 2), np.random.default_rng(seed)))
+    ci = equal_tailed(draws, alpha)
+    acc_ci = jeffreys_interval(pp + ff, n, alpha)
     auc = np.full(J.shape[1], np.nan)
     n_auc = np.zeros(J.shape[1], dtype=np.int64)
     if p_pass is not None:
@@ -535,10 +806,12 @@ def agreement_matrix(
         n=n,
         counts=counts,
         accuracy=_div(pp + ff, n),
+        accuracy_lo=acc_ci.lo,
+        accuracy_hi=acc_ci.hi,
         kappa=kappa,
-        kappa_se=np.where(np.isnan(kappa), np.nan, se),
-        kappa_lo=np.clip(kappa - z * se, -1.0, 1.0),
-        kappa_hi=np.clip(kappa + z * se, -1.0, 1.0),
+        kappa_se=np.where(bad, np.nan, draws.std(axis=-1)),
+        kappa_lo=np.where(bad, np.nan, ci.lo),
+        kappa_hi=np.where(bad, np.nan, ci.hi),
         tpr=_div(ff, fp + ff),
         tnr=_div(pp, pp + pf),
         prevalence=_div(fp + ff, n),
@@ -548,17 +821,18 @@ def agreement_matrix(
 
 
 def agreement(
-    judge: ArrayLike, human: ArrayLike, p_pass: ArrayLike | None = None, alpha: float = 0.05
+    judge: ArrayLike, human: ArrayLike, p_pass: ArrayLike | None = None, alpha: float = 0.05, seed: int = 0
 ) -> Agreement:
     """Agreement of one judge criterion (1-D 0/1/NaN) with the human column; see :class:`Agreement`."""
     j = _as_float(judge).reshape(-1, 1)
     h = _as_float(human).reshape(-1, 1)
     pp_ = None if p_pass is None else _as_float(p_pass).reshape(-1, 1)
-    m = agreement_matrix(j, h, pp_, alpha=alpha)
+    m = agreement_matrix(j, h, pp_, alpha=alpha, seed=seed)
     return Agreement(
         n=int(m.n[0]),
         counts=m.counts[0],
         accuracy=float(m.accuracy[0]),
+        accuracy_ci=KappaCI(float(m.accuracy_lo[0]), float(m.accuracy_hi[0])),
         kappa=float(m.kappa[0]),
         kappa_se=float(m.kappa_se[0]),
         kappa_ci=KappaCI(float(m.kappa_lo[0]), float(m.kappa_hi[0])),
@@ -568,6 +842,113 @@ def agreement(
         auc=float(m.auc[0]),
         n_auc=int(m.n_auc[0]),
     )
+
+
+class PooledValue(NamedTuple):
+    """A pooled figure with its equal-tailed interval (``nan`` where undefined)."""
+
+    value: float
+    lo: float
+    hi: float
+
+
+@dataclass(frozen=True, eq=False)
+class PooledAgreement:
+    """One judge's agreement with the humans summed up over criteria, each with a 95 % interval.
+
+    * ``macro_kappa``: the mean of the per-criterion kappas over the ``criteria`` where kappa is defined
+      (every criterion counts the same, however many labels it has).
+    * ``micro_kappa``: kappa of the one 2x2 table that adds up every criterion's table (every judged
+      label counts the same; rare-failure criteria weigh little).
+    * ``accuracy``: share of all (example, criterion) verdicts on which judge and human agree.
+
+    Intervals resample *examples*, so criteria judged on the same examples move together: the
+    delete-one-example jackknife standard error with Student-t quantiles (n - 1 degrees of freedom),
+    clipped to the statistic's range. ``bench/audit_calibration.py`` measured 93-97 % coverage at 40-150
+    labelled examples where a Bayesian bootstrap of the examples gave 88-93 % (too narrow and, with the
+    Jeffreys prior, pulled below the estimate). Where the jackknife is 0 -- every example leaves the
+    figure unchanged, e.g. perfect agreement -- the interval is the posterior's instead (each distinct
+    example pattern a Gamma(count) draw, each criterion's cells a Jeffreys Gamma(0.5)), stretched to hold
+    the estimate: never zero-width. ``n`` counts examples with at least one criterion scored by both.
+    """
+
+    n: int
+    criteria: int
+    macro_kappa: PooledValue
+    micro_kappa: PooledValue
+    accuracy: PooledValue
+
+
+def _pooled_figures(cells: NDArray[np.float64], defined: NDArray[np.bool_]) -> tuple[NDArray, NDArray, NDArray]:
+    """(macro κ over the ``defined`` criteria, micro κ, accuracy) of tables ``(..., k, 4)``."""
+    kappas = kappa_of_cells(cells)[..., defined]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # a leave-one-out table can lose a criterion
+        macro = np.nanmean(kappas, axis=-1) if defined.any() else np.full(cells.shape[:-2], np.nan)
+    total = cells.sum(axis=-2)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        accuracy = (total[..., 0] + total[..., 3]) / total.sum(axis=-1)
+    return macro, kappa_of_cells(total), accuracy
+
+
+def pooled_agreement(
+    judge: ArrayLike, human: ArrayLike, alpha: float = 0.05, n_draws: int = 2000, seed: int = 0
+) -> PooledAgreement:
+    """:class:`PooledAgreement` of two aligned ``(n, k)`` 0/1/NaN sources."""
+    J = _as_matrix(judge)
+    H = _as_matrix(human)
+    k = J.shape[1]
+    both = ((J == 0.0) | (J == 1.0)) & ((H == 0.0) | (H == 1.0))
+    code = np.where(both, 2 * (H == 0.0) + (J == 0.0), 4).astype(np.int8)  # 0..3 as in _agreement_cells
+    rows = code[both.any(axis=1)]
+    cells = _agreement_cells(J, H)
+    defined = ~degenerate_table(cells)
+    nan = PooledValue(math.nan, math.nan, math.nan)
+    if rows.shape[0] == 0 or k == 0:
+        return PooledAgreement(0, 0, nan, nan, nan)
+    if k <= 27:  # one base-5 integer per row: a 1-D unique is ~100x faster than unique(axis=0)
+        codes, count = np.unique(rows.astype(np.int64) @ (5 ** np.arange(k, dtype=np.int64)), return_counts=True)
+        patterns = (codes[:, None] // 5 ** np.arange(k, dtype=np.int64)) % 5
+    else:
+        patterns, count = np.unique(rows, axis=0, return_counts=True)  # (U, k), (U,)
+    onehot = (patterns[:, :, None] == np.arange(4)).astype(np.float64)  # (U, k, 4)
+    n = float(count.sum())
+    point = _pooled_figures(cells, defined)
+    loo = _pooled_figures(cells[None] - onehot, defined)  # each distinct example pattern left out once
+    t = stats.t.ppf(1 - alpha / 2, max(n - 1, 1))
+    posterior = None
+    ok = (bool(defined.any()), not bool(degenerate_table(cells.sum(axis=0))), bool(cells.sum() > 0))
+    bounds = ((-1.0, 1.0), (-1.0, 1.0), (0.0, 1.0))
+    out = []
+    for i in range(3):
+        if not ok[i]:
+            out.append(nan)
+            continue
+        value, drops = float(point[i]), loo[i]
+        use = np.isfinite(drops)
+        mean = np.sum(count[use] * drops[use]) / max(count[use].sum(), 1)
+        se = math.sqrt((n - 1) / n * np.sum(count[use] * (drops[use] - mean) ** 2)) if use.any() else 0.0
+        if se > 1e-12:
+            lo, hi = value - t * se, value + t * se
+        else:
+            if posterior is None:
+                posterior = _pooled_posterior(onehot, count, defined, n_draws, seed)
+            ci = equal_tailed(posterior[i][np.isfinite(posterior[i])], alpha)
+            # the prior keeps the posterior off a perfect 1.0: stretch the interval to hold the estimate
+            lo, hi = min(float(ci.lo), value), max(float(ci.hi), value)
+        out.append(PooledValue(value, float(max(lo, bounds[i][0])), float(min(hi, bounds[i][1]))))
+    return PooledAgreement(int(n), int(defined.sum()), *out)
+
+
+def _pooled_posterior(onehot: NDArray, count: NDArray, defined: NDArray, n_draws: int, seed: int) -> tuple:
+    """Posterior draws of the pooled figures: a Gamma(count) draw per example pattern plus a Jeffreys
+    Gamma(0.5) per criterion cell (every criterion's cells then follow Dirichlet(counts + 0.5))."""
+    rng = np.random.default_rng(seed)
+    U, k, _ = onehot.shape
+    B = max(n_draws, 2)
+    masses = (onehot.reshape(U, 4 * k).T @ gamma_masses(count.astype(np.float64), B, rng)).reshape(k, 4, B)
+    masses = np.moveaxis(masses + gamma_masses(np.full((k, 4), JEFFREYS), B, rng), -1, 0)  # (B, k, 4)
+    return _pooled_figures(masses, defined)
 
 
 # --------------------------------------------------------------------------------------------- scale
@@ -727,83 +1108,3 @@ def krippendorff_alpha(L: ArrayLike, level: Level = "nominal") -> float:
     if d_e == 0:
         return math.nan
     return 1.0 - (total - 1.0) * float((o * d2).sum()) / d_e
-
-
-# --------------------------------------------------------------------------------------------- audit
-
-
-class AuditVerdict(NamedTuple):
-    """Outcome of :func:`association_audit` for one criterion pair.
-
-    ``verdict`` is ``"real"``, ``"induced"``, ``"undecided"`` or ``"no human column"``; ``induced_by``
-    names the harnesses blamed when the verdict is ``"induced"`` (empty otherwise); ``note`` says why.
-    """
-
-    verdict: str
-    induced_by: list[str]
-    note: str
-
-
-def _fmt(x: float) -> str:
-    return "nan" if math.isnan(x) else f"{x:.2f}"
-
-
-def association_audit(values: dict[str, tuple[float, float, float]], human_key: str) -> AuditVerdict:
-    """Is one criterion pair's association a fact about the answers or an artefact of a harness?
-
-    ``values`` maps each source (harness runs and the human column ``human_key``) to ``(phi, lo, hi)``,
-    its point estimate and CI for this pair. Rules, applied in order:
-
-    1. **no human column** -- ``human_key`` is absent, or its phi or CI is undefined (``nan``).
-    2. Each harness (every other key with a defined phi) is *inside* when its point phi lies within the
-       human CI ``[lo, hi]`` (inclusive), *outside* otherwise. Harnesses with undefined phi are ignored
-       (named in the note).
-    3. **real** -- the human CI excludes 0 (``lo > 0`` or ``hi < 0``): humans, who share no mechanism
-       with any harness, see the association. Harnesses outside the human CI are named in the note as
-       distorting its size, but ``induced_by`` stays empty because the association itself is genuine.
-    4. **induced** -- the human CI includes 0, at least one harness is outside it and at least one
-       other harness is inside it. An outside point is then necessarily further from 0 than anything the
-       humans admit, and the inside harness shows the instrument *can* reproduce the human reading, so
-       the excess is blamed on the outside harnesses (``induced_by``, in ``values`` order).
-    5. **undecided** -- otherwise: every harness inside (no association shown by anyone, but the human
-       sample cannot exclude one either), or none inside (no harness reproduces the humans, so there is
-       no witness that the gap is the call structure's doing), or no harness at all.
-    """
-    h = values.get(human_key)
-    if h is None:
-        return AuditVerdict("no human column", [], f"no values for human source {human_key!r}")
-    h_phi, h_lo, h_hi = (float(x) for x in h)
-    if math.isnan(h_phi) or math.isnan(h_lo) or math.isnan(h_hi):
-        return AuditVerdict("no human column", [], f"human phi or CI undefined for {human_key!r}")
-    inside: list[str] = []
-    outside: list[str] = []
-    undefined: list[str] = []
-    for key, (p, _lo, _hi) in values.items():
-        if key == human_key:
-            continue
-        p = float(p)
-        if math.isnan(p):
-            undefined.append(key)
-        elif h_lo <= p <= h_hi:
-            inside.append(key)
-        else:
-            outside.append(key)
-    human = f"human phi {_fmt(h_phi)} [{_fmt(h_lo)}, {_fmt(h_hi)}]"
-    tail = f"; undefined for {', '.join(undefined)}" if undefined else ""
-    if h_lo > 0 or h_hi < 0:
-        note = f"{human} excludes 0"
-        if outside:
-            shown = ", ".join(f"{k} {_fmt(float(values[k][0]))}" for k in outside)
-            note += f"; outside the human CI (size distorted): {shown}"
-        return AuditVerdict("real", [], note + tail)
-    if outside and inside:
-        shown = ", ".join(f"{k} {_fmt(float(values[k][0]))}" for k in outside)
-        note = f"{human} includes 0; outside it: {shown}; inside it: {', '.join(inside)}"
-        return AuditVerdict("induced", outside, note + tail)
-    if not inside and not outside:
-        why = "no harness values"
-    elif inside:
-        why = "every harness lies inside the human CI, which includes 0"
-    else:
-        why = "no harness lies inside the human CI, so none shows the humans' reading is reachable"
-    return AuditVerdict("undecided", [], f"{human}; {why}{tail}")

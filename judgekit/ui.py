@@ -4,15 +4,12 @@ Where this sits in the flow: a page reads its widgets, asks this module for a :c
 chosen dataset, its runs and annotators, and a cheap *data fingerprint*), loads the sources it shows
 through the cached loaders here, calls :mod:`judgekit.reports`, and renders with the builders here.
 
-Caching: every source (a run, the human column, one annotator) is loaded once per fingerprint with
-``st.cache_data`` and everything else -- phi matrices, audits, comparisons, agreement -- is derived from
-those cached sources (and cached itself where it costs more than a few milliseconds). The fingerprint
-is one small SQL query (:func:`fingerprint`): per run the largest id of its verdicts (verdicts are only
-ever inserted, so that id moves exactly when they change -- an index lookup where a count would scan),
-and for the labels their count, largest id and latest ``updated_at`` (labels are upserted). On a SQLite
-file even that query is skipped while ``PRAGMA data_version`` says nobody has committed since
-(:func:`current_fingerprint`). When a run progresses or someone labels, the fingerprint moves and the
-next render reloads just what changed; otherwise a re-render is a cache hit.
+Caching: the versions every cached thing is keyed by, and the loaded sources themselves, are
+:mod:`judgekit.sources`' (:class:`~judgekit.sources.Versions`, :func:`~judgekit.sources.shared_source`: one
+read-only source per version, shared by every session). This module memoises only the views built from
+them -- phi matrices and the audit, comparisons, agreement, grid pages -- with ``st.cache_data`` keyed by
+the sources' versions (:meth:`Workspace.fp`). When a run progresses or someone labels, a version moves and
+the next render rebuilds just what changed; otherwise a re-render is a cache hit.
 
 Safety: answers, questions, contexts, rationales, notes, run / dataset / annotator / judge names are
 untrusted text. They are rendered with ``st.text`` / ``st.code`` / ``st.dataframe`` or escaped with
@@ -22,28 +19,31 @@ untrusted text. They are rendered with ``st.text`` / ``st.code`` / ``st.datafram
 
 from __future__ import annotations
 
-import contextlib
 import math
 import re
-import sqlite3
-import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 import numpy as np
 import pandas as pd
 import streamlit as st
-from sqlalchemy import String, cast, func, literal, select, union_all
-from sqlalchemy.engine import make_url
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from judgekit import config, reports, store
+from judgekit import config, figures, findings, grid, noise, reports, store, webapp
+from judgekit.annotators import REFERENCE_ANNOTATOR
 from judgekit.figures import (  # noqa: F401 - the pure builders live in figures; pages import them from here
+    CHAR_PX,
+    CONTENT_PX,
+    COUNT,
+    SECONDS,
+    USD,
     agreement_frame,
     annotator_frames,
     attribution_figure,
     audit_frame,
+    audit_summary,
     cost_frame,
     cost_vs_agreement_figure,
     crosstab_table,
@@ -51,20 +51,32 @@ from judgekit.figures import (  # noqa: F401 - the pure builders live in figures
     flips_frame,
     fmt,
     kappa_figure,
+    kappa_notes,
+    matrix_figure,
     phi_heatmap,
+    phi_panels,
+    pooled_frame,
+    verdict_marks,
+    with_run_names,
 )
-from judgekit.webapp import empty_state, session
+from judgekit.rawtext import excerpt
+from judgekit.rubric import value_text
+from judgekit.sources import Versions, aligned, current_versions, shared_source
+from judgekit.webapp import empty_state, md, session  # noqa: F401 - md: public here too (ui.md)
 
 __all__ = [
     "endpoint_inputs",
     "page_workspace",
-    "HANDOFF_KEY",
     "ExampleDetail",
     "PhiView",
     "RunInfo",
     "Workspace",
     "agreement",
     "agreement_frame",
+    "kappa_notes",
+    "pooled_frame",
+    "audit_summary",
+    "audit_sentences",
     "annotator_agreement",
     "annotator_frames",
     "attribution_figure",
@@ -73,41 +85,53 @@ __all__ = [
     "cost_frame",
     "cost_vs_agreement",
     "cost_vs_agreement_figure",
+    "criteria_of",
     "crosstab_sentence",
+    "grid_columns_config",
+    "grid_style",
     "crosstab_table",
     "diff_heatmap",
     "caption",
-    "clip",
-    "current_fingerprint",
+    "who",
     "download_report",
     "example_detail",
     "example_texts",
-    "Fingerprint",
-    "fingerprint",
+    "flag",
     "flips_frame",
+    "human_keys",
+    "labelled_toggle",
+    "pick_many",
     "fmt",
+    "grid_columns",
+    "grid_page",
     "kappa_figure",
     "load_workspace",
     "md",
     "no_labels",
     "no_runs",
-    "open_crosstab",
+    "open_page",
     "phi",
-    "phi_heatmap",
+    "matrix_figure",
+    "phi_panels",
+    "verdict_marks",
     "pick",
+    "pager",
+    "page_number",
+    "pills",
+    "text",
     "points",
     "ratio_sentence",
+    "page_message",
     "render_example",
+    "show_endpoint_check",
     "report_html",
     "source",
+    "story",
+    "story_runs",
     "sources",
-    "take_handoff",
     "undefined_phi",
     "workspace",
 ]
-
-HANDOFF_KEY = "crosstab_handoff"
-"""Session-state key through which a page hands a (source, criterion pair) to the Cross-tabs page."""
 
 NO_RUNS = (
     "No runs on this dataset yet: start one on the Run page or with `judgekit run --dataset NAME "
@@ -122,30 +146,21 @@ NO_DATASETS = (
     "`judgekit import-dataset PATH --name NAME`."
 )
 MAX_SHOWN_CHARS = 20_000  # per text of one example on screen
-SOURCE_ENTRIES = 12  # loaded sources kept per process (~10-20 MB each at 100k examples): 4 runs + human + a few
-CACHE_ENTRIES = 32  # derived results (phi views, comparisons, agreement): small
+CACHE_ENTRIES = 32  # derived results (phi views, comparisons, agreement, samples): small
 
 
 # --------------------------------------------------------------------------------------------- text
 
 
-_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$:=^&])")
-
-
-def md(text: Any) -> str:
-    """``text`` made inert for ``st.markdown`` / ``st.caption``: every Markdown, directive (``:red[…]``,
-    ``:material/…:``), LaTeX (``$``) and HTML character backslash-escaped, newlines flattened."""
-    return _MD_SPECIAL.sub(r"\\\1", " ".join(str(text).split()))
+def audit_sentences(report: reports.PhiReport, names: dict[str, str]) -> list[str]:
+    """Each pair's verdict with its evidence in words, as inert Markdown lines (criterion keys and run
+    names come from files: escaped)."""
+    return [f"**{md(f'{a.a} × {a.b}')}** — {md(with_run_names(a.note, names))}" for a in report.audit]
 
 
 def points(a: float, b: float) -> str | None:
     """The change from rate ``a`` to rate ``b`` in percentage points (``None`` if either is undefined)."""
     return f"{(b - a) * 100:+.1f} points" if math.isfinite(a) and math.isfinite(b) else None
-
-
-def clip(text: str | None, n: int = 240) -> str:
-    text = " ".join(str(text or "").split())
-    return text if len(text) <= n else text[: n - 1] + "…"
 
 
 # --------------------------------------------------------------------------------------------- workspace
@@ -183,11 +198,24 @@ class Workspace:
     db_url: str
     dataset: str
     dataset_id: int
-    examples: int
     runs: tuple[RunInfo, ...]
     annotators: tuple[str, ...]
-    labels_fp: tuple
-    examples_fp: tuple = ()
+    versions: Versions = field(hash=False)  # compared, not hashed (it holds a dict)
+
+    @property
+    def examples(self) -> int:
+        """How many answers the dataset has."""
+        return self.versions.examples[0]
+
+    @property
+    def labels_fp(self) -> tuple:
+        """The labels' version (keys the views built from labels only)."""
+        return self.versions.database, *self.versions.labels
+
+    @property
+    def examples_fp(self) -> tuple:
+        """The examples' version (keys the views built from the examples only)."""
+        return self.versions.database, *self.versions.examples
 
     @property
     def has_labels(self) -> bool:
@@ -206,8 +234,12 @@ class Workspace:
         return out
 
     def fp(self, key: str) -> tuple:
-        """A source's cache key: the dataset's examples, then the run's verdicts or the labels."""
-        return (self.examples_fp, self.run(key).fp if key.startswith("run:") else self.labels_fp)
+        """A view's cache key for one source: the source's version (:meth:`judgekit.sources.Versions.of`) and,
+        for a run, its status and wall time (the cost views show them)."""
+        if key.startswith("run:"):
+            r = self.run(key)
+            return self.versions.of(key), r.status, r.wall_s
+        return (self.versions.of(key),)
 
     def name(self, key: str) -> str:
         """How a source is named in sentences: ``run NAME``, ``the human column``, ``annotator NAME``."""
@@ -222,13 +254,13 @@ class Workspace:
         if key.startswith("run:"):
             return self.run(key).judge
         if key == "human":
-            others = [a for a in self.annotators if a != reports.REFERENCE_ANNOTATOR]
+            others = [a for a in self.annotators if a != REFERENCE_ANNOTATOR]
             if not others:
-                return "human: reference (the demo's planted truth)"
+                return "labels of reference (the demo's planted truth)"
             if len(others) == 1:
-                return f"human: {others[0]}"
-            return f"human consensus of {', '.join(others)} (ties unresolved)"
-        return f"human annotator {key.split(':', 1)[1]}"
+                return f"labels of {others[0]}"
+            return f"consensus of {', '.join(others)} (ties unresolved)"
+        return f"labels of {key.split(':', 1)[1]}"
 
     def label(self, key: str) -> str:
         """Picker label: name, judge and (for runs) harness."""
@@ -238,90 +270,9 @@ class Workspace:
         return f"{self.name(key)} — {self.judge(key)}"
 
 
-class Fingerprint(NamedTuple):
-    """What the cached loaders are keyed by: per run its largest verdict id, and the labels' state."""
-
-    runs: dict[int, int | None]
-    labels: tuple[int, int | None, str | None]  # count, largest id, latest updated_at
-
-
-def fingerprint(s: Session, dataset_id: int) -> Fingerprint:
-    """The data fingerprint of a dataset, in one small query.
-
-    * Runs: the largest verdict id of each run of the dataset -- an index lookup, not a count. Verdicts
-      are only ever inserted (a resume skips existing ones, ``ON CONFLICT DO NOTHING``) and only deleted
-      with their run, so a run's verdicts changed exactly when its largest id did; counting 600k
-      verdicts per run would cost ~0.1 s for nothing.
-    * Labels (all datasets: cheaper than joining examples, and only errs on the side of reloading):
-      count (catches deletions), largest id (inserts) and latest ``updated_at`` (edits: labels are
-      upserted in place).
-    """
-    V, L, R = store.Verdict, store.Label, store.Run
-    last = select(func.max(V.id)).where(V.run_id == R.id).scalar_subquery()
-    stmt = union_all(
-        select(R.id, literal(0), cast(last, String)).where(R.dataset_id == dataset_id),
-        select(
-            literal(-1),
-            func.count(),
-            cast(func.max(L.id), String) + "|" + cast(func.max(L.updated_at), String),
-        ),
-    )
-    runs: dict[int, int | None] = {}
-    labels: tuple[int, int | None, str | None] = (0, None, None)
-    for rid, n, last_value in s.execute(stmt):
-        if rid == -1:
-            if n:
-                max_id, _, updated = last_value.partition("|")
-                labels = (int(n), int(max_id), updated)
-        else:
-            runs[int(rid)] = int(last_value) if last_value is not None else None
-    return Fingerprint(runs, labels)
-
-
-class _Watch:
-    """A SQLite connection (it only reads) whose ``PRAGMA data_version`` changes whenever *another* connection
-    commits: while it stands still, the last fingerprint of each dataset is still the fingerprint, and
-    a re-render skips even the fingerprint query (~0.15 s with the 1M planted labels of a 100k demo)."""
-
-    def __init__(self, path: str) -> None:
-        self.lock = threading.Lock()
-        self.conn = sqlite3.connect(path, timeout=30, check_same_thread=False)  # never writes
-        self.version: int | None = None
-        self.known: dict[int, Fingerprint] = {}
-
-    def fingerprint(self, s: Session, dataset_id: int) -> Fingerprint:
-        with self.lock:
-            version = self.conn.execute("PRAGMA data_version").fetchone()[0]
-            if version != self.version:  # read before the query: a commit racing it is seen next time
-                self.version, self.known = version, {}
-            if dataset_id not in self.known:
-                self.known[dataset_id] = fingerprint(s, dataset_id)
-            return self.known[dataset_id]
-
-
-@st.cache_resource(show_spinner=False)
-def _watch(db_url: str) -> _Watch | None:
-    url = make_url(db_url)
-    if url.get_backend_name() != "sqlite" or not url.database or url.database == ":memory:":
-        return None
-    try:
-        return _Watch(url.database)
-    except sqlite3.Error:
-        return None
-
-
-def current_fingerprint(s: Session, dataset_id: int) -> Fingerprint:
-    """:func:`fingerprint`, skipped while nobody has committed since the last one (SQLite files)."""
-    watch = _watch(config.db_url())
-    return watch.fingerprint(s, dataset_id) if watch is not None else fingerprint(s, dataset_id)
-
-
-def load_workspace(s: Session, dataset_id: int, fp: Fingerprint, annotators: Sequence[str]) -> Workspace:
-    """The runs of a dataset with their fingerprints (small queries; no verdict is read)."""
+def load_workspace(s: Session, dataset_id: int, fp: Versions, annotators: Sequence[str]) -> Workspace:
+    """The runs of a dataset at versions ``fp`` (small queries; no verdict is read)."""
     ds = s.get(store.Dataset, dataset_id)
-    n_examples, last_example = s.execute(
-        select(func.count(), func.max(store.Example.id)).where(store.Example.dataset_id == dataset_id)
-    ).one()
     rows = s.execute(
         select(store.Run, store.Judge, store.RubricRow.name)
         .join(store.Judge, store.Judge.id == store.Run.judge_id)
@@ -344,17 +295,9 @@ def load_workspace(s: Session, dataset_id: int, fp: Fingerprint, annotators: Seq
             totals=dict(run.totals or {}),
         )
         for run, judge, rubric in rows
+        if store.run_level(run) == "answer"  # bundle-level runs have no per-answer verdicts to analyse here
     )
-    return Workspace(
-        config.db_url(),
-        ds.name,
-        ds.id,
-        int(n_examples),
-        runs,
-        tuple(annotators),
-        fp.labels,
-        (int(n_examples), last_example),
-    )
+    return Workspace(config.db_url(), ds.name, ds.id, runs, tuple(annotators), fp)
 
 
 @st.cache_data(max_entries=CACHE_ENTRIES, show_spinner=False)
@@ -373,22 +316,26 @@ def workspace(prefix: str) -> Workspace | None:
             empty_state(NO_RUNS)
             return None
         run_counts = dict(s.execute(select(store.Run.dataset_id, func.count()).group_by(store.Run.dataset_id)).all())
-    by_id = {d["id"]: d for d in datasets}
-    ids = [d["id"] for d in datasets]
-    if len(ids) > 1:
-        default = max(ids, key=lambda i: (run_counts.get(i, 0), -i))
-        dataset_id = pick(
+    by_name = {d["name"]: d for d in datasets}
+    if len(datasets) > 1:
+        default = max(datasets, key=lambda d: (run_counts.get(d["id"], 0), -d["id"]))["name"]
+        name = pick(
             "Dataset",
-            ids,
+            list(by_name),
             key=f"{prefix}_dataset",
             default=default,
-            format_func=lambda i: f"{by_id[i]['name']} ({by_id[i]['examples']} examples, {run_counts.get(i, 0)} runs)",
+            param="dataset",
+            format_func=lambda n: (
+                f"{n} ({by_name[n]['examples']:,} examples, {run_counts.get(by_name[n]['id'], 0)} runs)"
+            ),
         )
     else:
-        dataset_id = ids[0]
+        name = datasets[0]["name"]
+        webapp.remember("dataset", name)
+    dataset_id = by_name[name]["id"]
     with session() as s:
-        fp = current_fingerprint(s, dataset_id)
-        annotators = _annotators(config.db_url(), dataset_id, fp.labels)
+        fp = current_versions(s, dataset_id)
+        annotators = _annotators(config.db_url(), dataset_id, (fp.database, *fp.labels))
         return load_workspace(s, dataset_id, fp, annotators)
 
 
@@ -413,126 +360,302 @@ def no_labels() -> None:
     empty_state(NO_LABELS)
 
 
-def pick(label: str, options: Sequence, *, key: str, default: Any = None, widget=None, **kwargs) -> Any:
+def pick(
+    label: str, options: Sequence, *, key: str, default: Any = None, widget=None, param: str | None = None, **kwargs
+) -> Any:
     """A select widget whose state lives under ``key``: a stale or missing value falls back to
-    ``default`` (or the first option) *before* the widget is created, so no ``index`` is ever passed."""
+    ``default`` (or the first option) *before* the widget is created, so no ``index`` is ever passed.
+
+    With ``param``, the choice is shared: a fresh widget starts from the URL's ``?param=`` or from what was
+    chosen under that name on another page (:func:`webapp.remembered`), and the choice is written back to
+    both (:func:`webapp.remember`)."""
     options = list(options)
     if st.session_state.get(key) not in options:
-        st.session_state[key] = default if default in options else (options[0] if options else None)
-    return (widget or st.selectbox)(label, options, key=key, **kwargs)
+        shared = webapp.remembered(param, options) if param else None
+        if shared is not None:
+            st.session_state[key] = shared
+        else:
+            st.session_state[key] = default if default in options else (options[0] if options else None)
+    else:  # set again: a widget a run did not draw would otherwise come back at its default (webapp.keep)
+        st.session_state[key] = st.session_state[key]
+    value = (widget or st.selectbox)(label, options, key=key, **kwargs)
+    if param:
+        webapp.remember(param, value)
+    return value
+
+
+def pick_ab_pair(candidates: Sequence[dict], *, what: str, key: str, describe: Callable[[dict], str],
+                 same: Sequence[str], no_partner: Callable[[dict], str]) -> tuple[dict, dict] | None:
+    """Runs A and B of a Prompt A/B, side by side: A from every candidate (:func:`judgekit.scale.ab_candidates`),
+    B from those that share A's ``same`` fields (dataset, rubric, bundles …), the same judge with another
+    prompt variant first. ``None``, with ``no_partner(A)`` said, where A has no partner."""
+    by_name = {c["name"]: c for c in candidates}
+
+    def label(name: str) -> str:
+        return f"{name} — {describe(by_name[name])}"
+
+    c1, c2 = st.columns(2)
+    a = by_name[c1.selectbox(f"{what} A", list(by_name), key=f"{key}_a", format_func=label)]
+    partners = [c for c in candidates if c["name"] != a["name"] and all(c[f] == a[f] for f in same)]
+    if not partners:
+        st.info(md(no_partner(a)), icon=":material/info:")
+        return None
+    partners.sort(key=lambda c: (c["judge_id"] != a["judge_id"], c["variant"] == a["variant"]))
+    b = c2.selectbox(f"{what} B", [c["name"] for c in partners], key=f"{key}_b", format_func=label)
+    return a, by_name[b]
+
+
+def pick_many(
+    label: str, options: Sequence, *, key: str, default: Sequence, param: str | None = None, **kwargs
+) -> list:
+    """A multiselect with :func:`pick`'s rules: stale choices dropped, shared under ``param``."""
+    options = list(options)
+    if key in st.session_state:
+        st.session_state[key] = [k for k in st.session_state[key] if k in options]
+    else:
+        shared = webapp.remembered(param, options, multi=True) if param else None
+        st.session_state[key] = shared if shared is not None else [k for k in default if k in options]
+    value = st.multiselect(label, options, key=key, **kwargs)
+    if param:
+        webapp.remember(param, value)
+    return value
+
+
+def text(label: str, *, key: str, param: str | None = None, **kwargs) -> str:
+    """A text input whose first value is the URL's / session's ``param`` (shared like :func:`pick`)."""
+    if key not in st.session_state:
+        shared = st.query_params.get(param) if param else None
+        if shared is None and param:
+            shared = st.session_state.get(webapp.SHARED, {}).get(param)
+        st.session_state[key] = shared or ""
+    else:
+        st.session_state[key] = st.session_state[key]
+    value = st.text_input(label, key=key, **kwargs)
+    if param:
+        webapp.remember(param, value or None)
+    return value
+
+
+def pills(label: str, options: Sequence, *, key: str, param: str | None = None, **kwargs) -> list:
+    """Multi-select pills whose first value is the URL's / session's ``param`` (shared like :func:`pick`)."""
+    options = list(options)
+    if key not in st.session_state:
+        shared = webapp.remembered(param, options, multi=True) if param else None
+        st.session_state[key] = shared or []
+    else:
+        st.session_state[key] = [v for v in st.session_state[key] or [] if v in options]
+    value = st.pills(label, options, key=key, selection_mode="multi", **kwargs) or []
+    if param:
+        webapp.remember(param, value)
+    return value
+
+
+def page_number(*, key: str) -> int:
+    """The page (0-based) a paged view shows: kept under ``key``, first read from the URL's ``?page=`` (1-based)."""
+    if key not in st.session_state:
+        try:
+            st.session_state[key] = max(0, int(st.query_params.get("page", "1")) - 1)
+        except ValueError:
+            st.session_state[key] = 0
+    return int(st.session_state[key])
+
+
+def pager(page: int, pages: int, *, key: str) -> None:
+    """Previous / next buttons and "page x of y" under a paged view (the page lives under ``key``)."""
+    if st.session_state.get(key) != page:  # clamped by the query (e.g. fewer pages than the URL said)
+        st.session_state[key] = page
+    if page:
+        st.query_params["page"] = str(page + 1)
+    elif "page" in st.query_params:
+        del st.query_params["page"]
+    if pages <= 1:
+        return
+
+    def go(to: int) -> None:
+        st.session_state[key] = to
+
+    c1, c2, c3, _ = st.columns([1, 2, 1, 4], vertical_alignment="center")
+    c1.button("Previous", key=f"{key}_prev", disabled=page == 0, on_click=go, args=(page - 1,),
+              icon=":material/chevron_left:", width="stretch")
+    c2.caption(f"page {page + 1:,} of {pages:,}")
+    c3.button("Next", key=f"{key}_next", disabled=page >= pages - 1, on_click=go, args=(page + 1,),
+              icon=":material/chevron_right:", width="stretch")
 
 
 # --------------------------------------------------------------------------------------------- loading
 
 
-def _load(s: Session, dataset_id: int, key: str) -> reports.Source:
-    if key.startswith("run:"):
-        return reports.load_run(s, int(key.split(":", 1)[1]))
-    ds = s.get(store.Dataset, dataset_id)
-    if key == "human":
-        return reports.load_human(s, ds)
-    return reports.load_annotator(s, ds, key.split(":", 1)[1])
-
-
-@st.cache_data(max_entries=8, show_spinner=False)
-def _example_index(db_url: str, dataset_id: int, examples_fp: tuple) -> reports.ExampleIndex:
+def _many(db_url: str, dataset_id: int, keys: Sequence[str], of: Versions) -> list[reports.Source]:
+    """The sources ``keys`` at versions ``of``, shared (:func:`judgekit.sources.shared_source`)."""
     with Session(store.engine_for(db_url)) as s:
-        return reports.example_index(s, dataset_id)
+        return [shared_source(s, dataset_id, k, of) for k in keys]
 
 
-def _seed_index(s: Session, db_url: str, dataset_id: int, examples_fp: tuple) -> None:
-    """Hand the cached example index to :func:`reports.example_index`, which keeps one per session
-    (building it reads every example id of the dataset: ~0.3-1 s at 100k examples)."""
-    key = getattr(reports, "_index_cache_key", None)
-    if key is not None:
-        s.info.setdefault(key, {}).setdefault(dataset_id, _example_index(db_url, dataset_id, examples_fp))
+def source(ws: Workspace, key: str, *, labelled_only: bool = False) -> reports.Source:
+    """One source, loaded once per fingerprint (cached); with ``labelled_only``, over the answers the humans
+    labelled only."""
+    src = _many(ws.db_url, ws.dataset_id, [key], ws.versions)[0]
+    if labelled_only and ws.has_labels:
+        src = _labelled_only(ws.db_url, ws.dataset_id, ws.versions, [key], [src])[0]
+    return src
 
 
-@st.cache_data(max_entries=SOURCE_ENTRIES, show_spinner="Loading verdicts…")
-def _source(db_url: str, dataset_id: int, key: str, fp: tuple, _s: Session | None = None) -> reports.Source:
-    """One source per (key, fingerprint); ``fp[0]`` is the examples' fingerprint. ``_s`` (not part of
-    the cache key) lets several loads share one session."""
-    with contextlib.ExitStack() as stack:
-        s = _s if _s is not None else stack.enter_context(Session(store.engine_for(db_url)))
-        _seed_index(s, db_url, dataset_id, fp[0])
-        return _load(s, dataset_id, key)
+def flag(label: str, *, key: str, default: bool, param: str | None = None, **kwargs) -> bool:
+    """A toggle whose first value is the URL's / session's choice under ``param``, else ``default``."""
+    if key not in st.session_state:
+        shared = webapp.remembered(param, [True, False]) if param else None
+        st.session_state[key] = default if shared is None else shared
+    else:
+        st.session_state[key] = st.session_state[key]
+    value = st.toggle(label, key=key, **kwargs)
+    if param:
+        webapp.remember(param, value)
+    return value
 
 
-def _many(db_url: str, dataset_id: int, keys: Sequence[str], fps: Sequence[tuple]) -> list[reports.Source]:
-    """Sources through the per-source cache; the misses are loaded in one shared session."""
+def labelled_toggle(ws: Workspace, *, key: str, default: bool) -> bool:
+    """"Only the labelled answers" (``False`` without labels): a run's numbers over every answer beside the
+    humans' over the labelled ones are not a fair comparison. Pages default it on when humans are shown."""
+    if not ws.has_labels:
+        return False
+    return flag("Only the labelled answers", key=key, default=default, param="labelled",
+                help="Restrict every source to the answers the humans labelled, so all are counted on the same "
+                     "answers; each view prints its n.")
+
+
+@st.cache_data(max_entries=CACHE_ENTRIES, show_spinner=False)
+def _sample_rows(db_url: str, dataset_id: int, run_id: int, examples_fp: tuple) -> np.ndarray:
+    """The rows (in the example index's order) of a run's sample of examples."""
     with Session(store.engine_for(db_url)) as s:
-        return [_source(db_url, dataset_id, k, fp, _s=s) for k, fp in zip(keys, fps, strict=True)]
+        # examples_fp keys this memo; the index has its own
+        return reports.run_sample(s, s.get(store.Run, run_id), reports.example_index(s, dataset_id))
 
 
-def source(ws: Workspace, key: str) -> reports.Source:
-    """One source, loaded once per fingerprint (cached)."""
-    return _source(ws.db_url, ws.dataset_id, key, ws.fp(key))
+def grid_columns(ws: Workspace, keys: Sequence[str]) -> list[grid.GridColumn]:
+    """The grid's columns for the sources ``keys`` (loaded through the per-source cache)."""
+    srcs = _many(ws.db_url, ws.dataset_id, keys, ws.versions)
+    out = []
+    for key, src in zip(keys, srcs, strict=True):
+        if key.startswith("run:"):
+            run = ws.run(key)
+            sample = _sample_rows(ws.db_url, ws.dataset_id, run.id, ws.examples_fp)
+            out.append(grid.GridColumn(key, run.name, src, sample, done=run.status in ("done", "imported")))
+        else:
+            out.append(grid.GridColumn(key, ws.name(key), src))
+    return out
 
 
-def _aligned(srcs: Sequence[reports.Source]) -> list[reports.Source]:
-    """Sources on one criteria list: the criteria some run judged (in order), else whatever was labelled."""
+@st.cache_data(max_entries=CACHE_ENTRIES, show_spinner=False)
+def _grid(db_url: str, dataset_id: int, keys: tuple[str, ...], fps: tuple, query: grid.GridQuery, page: int,
+          _ws: Workspace) -> grid.GridPage:
+    with Session(store.engine_for(db_url)) as s:
+        return grid.grid_page(s, grid_columns(_ws, keys), query, page)
 
-    def union(group: Sequence[reports.Source]) -> list[str]:
-        every = list(dict.fromkeys(k for src in group for k in src.keys))
-        return [k for k in every if any(k in src.judged for src in group)]
 
-    keys = union([x for x in srcs if x.kind == "run"]) or union(srcs)
-    return [x.select(keys) for x in srcs]
+def grid_page(ws: Workspace, keys: Sequence[str], query: grid.GridQuery, page: int) -> grid.GridPage:
+    """One page of the examples × runs grid (cached per data fingerprint, query and page)."""
+    keys = tuple(keys)
+    return _grid(ws.db_url, ws.dataset_id, keys, tuple(ws.fp(k) for k in keys), query, page, ws)
 
 
 def sources(ws: Workspace, keys: Sequence[str]) -> list[reports.Source]:
     """Several sources aligned on one criteria list (each loaded through the per-source cache)."""
-    return _aligned(_many(ws.db_url, ws.dataset_id, keys, [ws.fp(k) for k in keys]))
+    return aligned(_many(ws.db_url, ws.dataset_id, keys, ws.versions))
 
 
-@st.cache_data(max_entries=CACHE_ENTRIES, show_spinner="Computing phi and bootstrap intervals…")
+def human_keys(keys: Sequence[str]) -> list[str]:
+    """The human sources among ``keys`` (the human column, annotators)."""
+    return [k for k in keys if not k.startswith("run:")]
+
+
+def _labelled_rows(db_url: str, dataset_id: int, of: Versions, keys: Sequence[str], srcs: Sequence[reports.Source]
+                   ) -> np.ndarray:
+    """The answers the humans labelled: those with a value in any human source among ``keys``, else in the
+    human column (at versions ``of``)."""
+    humans = [src for k, src in zip(keys, srcs, strict=True) if not k.startswith("run:")]
+    if not humans:
+        humans = _many(db_url, dataset_id, ["human"], of)
+    return np.logical_or.reduce([h.covered for h in humans])
+
+
+def _labelled_only(db_url: str, dataset_id: int, of: Versions, keys: Sequence[str], srcs: list[reports.Source]
+                   ) -> list[reports.Source]:
+    """``srcs`` restricted to the answers the humans labelled (:func:`_labelled_rows`)."""
+    rows = _labelled_rows(db_url, dataset_id, of, keys, srcs)
+    return [src.only(rows) for src in srcs]
+
+
+@st.cache_data(max_entries=CACHE_ENTRIES, show_spinner="Computing phi, intervals and the audit…")
 def _phi(
-    db_url: str, dataset_id: int, keys: tuple[str, ...], names: tuple[str, ...], fps: tuple, n_boot: int
+    db_url: str, dataset_id: int, keys: tuple[str, ...], names: tuple[str, ...], fps: tuple, n_boot: int,
+    labelled_fp: tuple | None, _of: Versions,
 ) -> PhiView:
-    srcs = _aligned(_many(db_url, dataset_id, keys, fps))
-    notes = tuple(undefined_phi(src, name) for src, name in zip(srcs, names, strict=True))
-    return PhiView(reports.phi_report(srcs, n_boot=n_boot), notes)
+    srcs = aligned(_many(db_url, dataset_id, keys, _of))
+    rows = None
+    if labelled_fp is not None:
+        # The matrices count the labelled answers only; the audit keeps every answer each run scored: it
+        # compares runs paired on the same answers and post-stratifies the humans on the reference run's
+        # cells, so it is fair across unequal samples already, and the labelled answers alone lose it power.
+        rows = _labelled_rows(db_url, dataset_id, _of, keys, srcs)
+    with Session(store.engine_for(db_url)) as s:
+        floor = noise.find_floor(s, srcs)
+    report = reports.phi_report(srcs, n_boot=n_boot, matrices_over=rows, names=names, noise_floor=floor)
+    return PhiView(report, tuple(col.criterion_notes for col in report.columns))
 
 
 class PhiView(NamedTuple):
-    """A phi report and, per source (in order), why some criteria have no phi (:func:`undefined_phi`)."""
+    """A phi report and, per source (in order), why some criteria have no phi (its columns' ``criterion_notes``)."""
 
     report: reports.PhiReport
     notes: tuple[dict[str, str], ...]
 
 
-def phi(ws: Workspace, keys: Sequence[str], n_boot: int = 1000) -> PhiView:
-    """Phi matrices with bootstrap CIs, the association audit, and the undefined-phi sentences for the
-    sources ``keys`` (cached: a re-render unpickles one small object, not the sources)."""
+def phi(ws: Workspace, keys: Sequence[str], n_boot: int = 1000, *, labelled_only: bool = False) -> PhiView:
+    """Phi matrices with 95 % intervals, the association audit, and the undefined-phi sentences for the
+    sources ``keys`` (cached: a re-render unpickles one small object, not the sources). With
+    ``labelled_only`` the matrices count only the answers the humans labelled; the audit always counts every
+    answer (see :mod:`judgekit.audit`)."""
     keys = tuple(keys)
     names = tuple(ws.name(k) for k in keys)
-    return _phi(ws.db_url, ws.dataset_id, keys, names, tuple(ws.fp(k) for k in keys), n_boot)
+    labelled_fp = ws.fp("human") if labelled_only and ws.has_labels else None
+    return _phi(ws.db_url, ws.dataset_id, keys, names, tuple(ws.fp(k) for k in keys), n_boot, labelled_fp,
+                ws.versions)
 
 
 @st.cache_data(max_entries=CACHE_ENTRIES, show_spinner="Comparing runs…")
-def _compare(db_url: str, dataset_id: int, a: str, b: str, fps: tuple) -> reports.CompareReport:
-    A, B = _many(db_url, dataset_id, (a, b), fps)
+def _compare(db_url: str, dataset_id: int, a: str, b: str, fps: tuple, labelled_fp: tuple | None, _of: Versions
+             ) -> reports.CompareReport:
+    A, B = _many(db_url, dataset_id, (a, b), _of)
+    if labelled_fp is not None:
+        A, B = _labelled_only(db_url, dataset_id, _of, (a, b), [A, B])
     with Session(store.engine_for(db_url)) as s:
         return reports.compare_sources(s, A, B)
 
 
-def compare(ws: Workspace, a: str, b: str) -> reports.CompareReport:
-    """Flips, McNemar, attribution, all-pass rates and cost of two runs (cached)."""
-    return _compare(ws.db_url, ws.dataset_id, a, b, (ws.fp(a), ws.fp(b)))
+def compare(ws: Workspace, a: str, b: str, *, labelled_only: bool = False) -> reports.CompareReport:
+    """Flips, McNemar, attribution, all-pass rates and cost of two runs (cached); with ``labelled_only``
+    the flips and rates count the answers the humans labelled only (the cost is the whole runs')."""
+    labelled_fp = ws.fp("human") if labelled_only and ws.has_labels else None
+    return _compare(ws.db_url, ws.dataset_id, a, b, (ws.fp(a), ws.fp(b)), labelled_fp, ws.versions)
 
 
 @st.cache_data(max_entries=CACHE_ENTRIES, show_spinner=False)
-def _agreement(db_url: str, dataset_id: int, judge: str, ref: str, fps: tuple) -> reports.AgreementReport:
-    J, R = _many(db_url, dataset_id, (judge, ref), fps)
+def _agreement(db_url: str, dataset_id: int, judge: str, ref: str, fps: tuple, labelled_fp: tuple | None,
+               _of: Versions) -> reports.AgreementReport:
+    J, R = _many(db_url, dataset_id, (judge, ref), _of)
+    if labelled_fp is not None:
+        J, R = _labelled_only(db_url, dataset_id, _of, (judge, ref), [J, R])
     if judge.startswith("run:") and ref.startswith("run:"):
         keys = [k for k in J.keys if k in set(R.keys)]  # judge vs judge: the criteria both rubrics have
         return reports.agreement_report(J.select(keys), R.select(keys))
     return reports.agreement_report(J, R)
 
 
-def agreement(ws: Workspace, judge: str, ref: str) -> reports.AgreementReport:
-    """Agreement of source ``judge`` with reference ``ref`` (the human column, an annotator or a run)."""
-    return _agreement(ws.db_url, ws.dataset_id, judge, ref, (ws.fp(judge), ws.fp(ref)))
+def agreement(ws: Workspace, judge: str, ref: str, *, labelled_only: bool = False) -> reports.AgreementReport:
+    """Agreement of source ``judge`` with reference ``ref`` (the human column, an annotator or a run);
+    with ``labelled_only``, over the answers the humans labelled."""
+    labelled_fp = ws.fp("human") if labelled_only and ws.has_labels else None
+    return _agreement(ws.db_url, ws.dataset_id, judge, ref, (ws.fp(judge), ws.fp(ref)), labelled_fp, ws.versions)
 
 
 @st.cache_data(max_entries=CACHE_ENTRIES, show_spinner=False)
@@ -545,29 +668,16 @@ def _annotator_agreement(
 
 
 def annotator_agreement(ws: Workspace, include_reference: bool = False) -> reports.AnnotatorAgreement | None:
-    names = [a for a in ws.annotators if include_reference or a != reports.REFERENCE_ANNOTATOR]
+    names = [a for a in ws.annotators if include_reference or a != REFERENCE_ANNOTATOR]
     if len(names) < 2:
         return None
     return _annotator_agreement(ws.db_url, ws.dataset_id, ws.labels_fp, include_reference)
 
 
-def _usd(run: RunInfo, prices: dict[str, reports.Price]) -> float | None:
-    """Money from the run's stored totals, with :func:`reports.run_cost`'s rules for free judges."""
-    if run.judge_kind in reports.FREE_JUDGE_KINDS:
-        return 0.0
-    t = run.totals
-    return reports.price_calls(
-        run.model,
-        int(t.get("prompt_tokens") or 0),
-        int(t.get("cached_tokens") or 0),
-        int(t.get("completion_tokens") or 0),
-        prices,
-    )
-
-
 @st.cache_data(max_entries=CACHE_ENTRIES, show_spinner="Scoring every run against the human column…")
-def _cost_vs_agreement(db_url: str, dataset_id: int, runs: tuple[RunInfo, ...], fps: tuple) -> pd.DataFrame:
-    human, *srcs = _many(db_url, dataset_id, ["human", *(r.key for r in runs)], fps)
+def _cost_vs_agreement(db_url: str, dataset_id: int, runs: tuple[RunInfo, ...], fps: tuple, _of: Versions
+                       ) -> pd.DataFrame:
+    human, *srcs = _many(db_url, dataset_id, ["human", *(r.key for r in runs)], _of)
     prices = reports.load_prices()
     rows = []
     for r, src in zip(runs, srcs, strict=True):
@@ -582,7 +692,7 @@ def _cost_vs_agreement(db_url: str, dataset_id: int, runs: tuple[RunInfo, ...], 
                 "judge": r.judge,
                 "calls": int(t.get("calls") or 0),
                 "tokens": tokens,
-                "usd": _usd(r, prices),
+                "usd": reports.totals_cost(r.totals, r.judge_kind, r.model, prices)[0],
                 "mean_kappa": float(np.mean(kappas)) if kappas else math.nan,
                 "criteria": len(kappas),
                 "n": max((e["n"] for e in ag.criteria.values()), default=0),
@@ -595,19 +705,61 @@ def cost_vs_agreement(ws: Workspace) -> pd.DataFrame:
     """Per run of the dataset: calls, tokens, USD (None when the model has no price) and the mean κ of
     its criteria against the human column (criteria with an undefined κ are left out of the mean)."""
     fps = tuple(ws.fp(k) for k in ["human", *(r.key for r in ws.runs)])
-    return _cost_vs_agreement(ws.db_url, ws.dataset_id, ws.runs, fps)
+    return _cost_vs_agreement(ws.db_url, ws.dataset_id, ws.runs, fps, ws.versions)
+
+
+STORY_RUNS = 4  # the first screen's findings cover the latest runs of one rubric
+
+
+def story_runs(ws: Workspace) -> list[RunInfo]:
+    """The runs the first screen speaks about: the latest :data:`STORY_RUNS` runs of the rubric of the
+    dataset's latest run (runs of one rubric share their criteria)."""
+    if not ws.runs:
+        return []
+    rubric = ws.runs[-1].rubric
+    return [r for r in ws.runs if r.rubric == rubric][-STORY_RUNS:]
+
+
+def story(ws: Workspace) -> list[findings.Finding]:
+    """The workspace's findings (:func:`findings.findings`) from the cached phi report's audit and the cached
+    cost-vs-agreement table."""
+    runs = story_runs(ws)
+    if not runs:
+        return []
+    keys = [r.key for r in runs] + (["human"] if ws.has_labels else [])
+    report = phi(ws, keys).report  # the audit counts every answer whatever "only the labelled answers" says
+    prices = reports.load_prices()
+    kappa = cost_vs_agreement(ws).set_index("run") if ws.has_labels else None
+    facts = []
+    for r in runs:
+        t = r.totals
+        row = kappa.loc[r.name] if kappa is not None and r.name in kappa.index else None
+        facts.append(findings.RunFacts(
+            key=r.key, name=r.name, harness=(r.harness or "imported").split(" ")[0].split(":")[0],
+            calls=int(t.get("calls") or 0),
+            tokens=int(t.get("prompt_tokens") or 0) + int(t.get("completion_tokens") or 0),
+            usd=reports.totals_cost(t, r.judge_kind, r.model, prices)[0],
+            mean_kappa=float(row["mean_kappa"]) if row is not None else math.nan,
+            kappa_criteria=int(row["criteria"]) if row is not None else 0,
+            n_labelled=int(row["n"]) if row is not None else 0,
+        ))
+    source_of = {f"run:{r.name}": r.key for r in runs}
+    return findings.findings(report, facts, source_of)
 
 
 def report_html(db_url: str, dataset: str, runs: Sequence[str], human: bool) -> bytes:
-    """The exported HTML report (:func:`reports.build_report` → :func:`reports.render_html`).
+    """The exported HTML report (:func:`reports.build_report` → :func:`figures.render_html`).
 
     Plain function (no Streamlit): pages hand it to ``st.download_button`` as a deferred callable, so the
     report is only built when someone clicks.
     """
     with Session(store.engine_for(db_url)) as s:
         has_labels = bool(store.annotators_for_dataset(s, store.get_dataset(s, dataset).id))
-        rep = reports.build_report(s, list(runs) or None, human=human and has_labels, dataset=dataset)
-    return reports.render_html(rep).encode("utf-8")
+        from judgekit import health
+
+        rep = reports.build_report(s, list(runs) or None, human=human and has_labels, dataset=dataset,
+                                   sections=health.export_sections)
+    return figures.render_html(rep).encode("utf-8")
 
 
 def download_report(ws: Workspace, runs: Sequence[str], *, key: str, human: bool = True) -> None:
@@ -670,29 +822,62 @@ def ratio_sentence(ct: reports.CrosstabReport) -> str:
 
 def example_texts(s: Session, dataset_id: int, ext_ids: Sequence[str]) -> pd.DataFrame:
     """id, question, context, answer of the given examples (in the given order), texts clipped."""
-    found: dict[str, tuple[str, str, str]] = {}
     ids = list(ext_ids)
-    for i in range(0, len(ids), 500):
-        chunk = ids[i : i + 500]
-        for e, q, c, a in s.execute(
-            select(store.Example.ext_id, store.Example.question, store.Example.context, store.Example.answer).where(
-                store.Example.dataset_id == dataset_id, store.Example.ext_id.in_(chunk)
-            )
-        ):
-            found[e] = (q or "", c or "", a or "")
+    found = store.example_texts(s, dataset_id, ids)
     return pd.DataFrame(
         [
             {
                 "id": e,
-                "question": clip(found[e][0], 200),
-                "context": clip(found[e][1], 200),
-                "answer": clip(found[e][2], 300),
+                "question": excerpt(found[e][0], 200),
+                "context": excerpt(found[e][1], 200),
+                "answer": excerpt(found[e][2], 300),
             }
             for e in ids
             if e in found
         ],
         columns=["id", "question", "context", "answer"],
     )
+
+
+_CELL_COLOURS = (("fail", "#fbd5d5"), ("unscored", "#fde9c4"), ("pending", "#eeeeee"), ("unresolved", "#fde9c4"),
+                 ("pass", "#d7f0dc"))
+
+
+def _cell_colour(value: Any) -> str:
+    text = str(value)
+    for word, colour in _CELL_COLOURS:
+        if word in text:
+            return f"background-color: {colour}"
+    return ""
+
+
+def grid_style(frame: pd.DataFrame):
+    """The grid's frame with its verdict cells coloured: fail red, unscored / unresolved amber, pass green."""
+    verdicts = [c for c in frame.columns if c not in ("id", "question", "answer")]
+    return frame.style.map(_cell_colour, subset=verdicts)
+
+
+def grid_columns_config(frame: pd.DataFrame) -> tuple[dict, list[str]]:
+    """Column widths and order for the grid at :data:`CONTENT_PX`: every verdict column in view first, then
+    the id and the answer, and the question too when there is room (a cell's whole text shows on hover;
+    the whole example opens below the grid)."""
+    verdicts = list(frame.columns[3:])
+    widest = max([len(str(v)) for c in verdicts for v in frame[c]] + [len(c) for c in verdicts] + [6])
+    room = CONTENT_PX - 40 - 70  # the row picker and the id
+    each = int(max(80, min(CHAR_PX * widest + 20, (room - 200) / max(1, len(verdicts)))))
+    rest = room - each * len(verdicts)
+    order = ["id", "question", "answer", *verdicts] if rest >= 360 else ["id", "answer", *verdicts]
+    config = {"id": st.column_config.TextColumn("id", width=70),
+              "question": st.column_config.TextColumn("question", width=int(rest * 0.4)),
+              "answer": st.column_config.TextColumn("answer", width=int(rest * 0.6 if rest >= 360 else rest))}
+    for c in verdicts:
+        config[c] = st.column_config.TextColumn(c, width=each)
+    return config, order
+
+
+def criteria_of(ws: Workspace, keys: Sequence[str]) -> list[str]:
+    """The criteria the sources ``keys`` share a view on (the runs' criteria, in order)."""
+    return sources(ws, keys)[0].keys if keys else []
 
 
 @dataclass(frozen=True)
@@ -705,14 +890,6 @@ class ExampleDetail:
     answer: str
     metadata: dict
     verdicts: pd.DataFrame  # source, judge, criterion, value, rationale / note, p_pass
-
-
-def _value_text(value: int | None, kind: str | None, pass_at: int | None) -> str:
-    if value is None:
-        return "unscored"
-    if kind == "scale":
-        return f"{value} ({'pass' if value >= (pass_at or 3) else 'fail'})"
-    return "pass" if value else "fail"
 
 
 def example_detail(s: Session, dataset_id: int, ext_id: str) -> ExampleDetail | None:
@@ -736,7 +913,7 @@ def example_detail(s: Session, dataset_id: int, ext_id: str) -> ExampleDetail | 
                 "source": f"run {run.name}",
                 "judge": store.judge_label(judge),
                 "criterion": key,
-                "value": _value_text(value, kind, pass_at),
+                "value": value_text(value, kind, pass_at, binary_view=True),
                 "rationale / note": rationale if rationale is not None else (error or ""),
                 "p_pass": p_pass,
             }
@@ -752,9 +929,9 @@ def example_detail(s: Session, dataset_id: int, ext_id: str) -> ExampleDetail | 
         rows.append(
             {
                 "source": f"annotator {name}",
-                "judge": "human" if name != reports.REFERENCE_ANNOTATOR else "reference (planted truth)",
+                "judge": "human" if name != REFERENCE_ANNOTATOR else "reference (planted truth)",
                 "criterion": crit,
-                "value": _value_text(value, c.kind if c else None, c.pass_at if c else None),
+                "value": value_text(value, c.kind if c else None, c.pass_at if c else None, binary_view=True),
                 "rationale / note": note or "",
                 "p_pass": None,
             }
@@ -784,30 +961,44 @@ def render_example(detail: ExampleDetail | None, *, key: str) -> None:
     st.dataframe(detail.verdicts, hide_index=True, key=key, width="stretch")
 
 
+def examples_list(ws: Workspace, ids: Sequence[str], *, prefix: str, table_key: str, caption: str,
+                  examples_link: dict[str, Any], link_help: str) -> None:
+    """Answers picked on a page (a cell, a flip): ``caption``, the first 200 with their texts, a button that
+    opens them in Examples (``examples_link``: its URL choices), and one of them to read in full."""
+    shown = ids[:200]
+    with session() as s:
+        texts = example_texts(s, ws.dataset_id, shown)
+    c1, c2 = st.columns([3, 1], vertical_alignment="center")
+    c1.caption(md(f"{caption}; showing the first {len(shown):,}."))
+    with c2:
+        if st.button("Open in Examples", key=f"{prefix}_open_examples", icon=":material/table_rows:", help=link_help):
+            open_page("pages/examples.py", dataset=ws.dataset, **examples_link)
+    st.dataframe(texts, hide_index=True, key=table_key, width="stretch")
+    chosen = pick("Read one example", ids[:1000], key=f"{prefix}_example")
+    with session() as s:
+        detail = example_detail(s, ws.dataset_id, chosen)
+    render_example(detail, key=f"{prefix}_detail")
+
+
 # --------------------------------------------------------------------------------------------- handoff
 
 
-def open_crosstab(dataset_id: int, source_key: str, row: str, col: str) -> None:
-    """Store the pair and the source for the Cross-tabs page and switch to it."""
-    st.session_state[HANDOFF_KEY] = {"dataset_id": dataset_id, "source": source_key, "row": row, "col": col}
-    st.switch_page("pages/crosstabs.py")
+def open_page(page: str, **params: Any) -> None:
+    """Switch to ``page`` with the choices ``params`` in its URL (``?dataset=…&row=…``; lists repeat the
+    key): its pickers start from them (``pick(param=…)``), and the view can be shared as a link."""
+    query = {k: [str(x) for x in v] if isinstance(v, list | tuple) else str(v) for k, v in params.items()
+             if v is not None}
+    st.switch_page(page, query_params=query)
 
 
-def take_handoff(prefix: str) -> None:
-    """Apply a pending handoff (once) as the values of ``{prefix}_dataset``, ``_source``, ``_row`` and
-    ``_col``; call it before the pickers are drawn (they fall back to their defaults if it is stale)."""
-    h = st.session_state.pop(HANDOFF_KEY, None)
-    if not h:
-        return
-    st.session_state[f"{prefix}_dataset"] = h["dataset_id"]
-    st.session_state[f"{prefix}_source"] = h["source"]
-    st.session_state[f"{prefix}_row"] = h["row"]
-    st.session_state[f"{prefix}_col"] = h["col"]
+def who(ws: Workspace, key: str) -> str:
+    """Who produced a source, for a caption: "judge: X (simulated)" for a run, "labels of ana" for humans."""
+    return f"judge: {ws.judge(key)}" if key.startswith("run:") else ws.judge(key)
 
 
 def caption(ws: Workspace, key: str, n: int, what: str = "") -> None:
-    """'run X — judge (simulated) — n = 120' under a view: every view names its judge and its n."""
-    st.caption(md(f"{what}{ws.name(key)} — judge: {ws.judge(key)} — n = {n}"))
+    """'run X — judge: … (simulated) — n = 120' under a view: every view names its judge and its n."""
+    st.caption(md(f"{what}{ws.name(key)} — {who(ws, key)} — n = {n:,}"))
 
 
 # ------------------------------------------------------------------------------------------ workspace page
@@ -819,7 +1010,7 @@ def workspace_state(s: Session) -> tuple:
         select(store.Run.id, store.Run.status, store.Run.wall_s, store.Run.message).order_by(store.Run.id)))
     datasets = tuple(s.scalars(select(store.Dataset.id).order_by(store.Dataset.id)))
     rubrics = s.scalar(select(func.count()).select_from(store.RubricRow))
-    return runs, rubrics, tuple((d, tuple(current_fingerprint(s, d))) for d in datasets)
+    return runs, rubrics, tuple((d, tuple(current_versions(s, d))) for d in datasets)
 
 
 @st.cache_data(max_entries=CACHE_ENTRIES, show_spinner=False)
@@ -845,10 +1036,29 @@ def workspace_listing() -> tuple[list[dict], list[dict], list[dict]]:
 
 
 def endpoint_inputs(prefix: str) -> tuple[str, str, str]:
-    """Base URL, model and the *name* of the key's environment variable of an OpenAI-compatible judge."""
+    """Base URL, model and the *name* of the key's environment variable of an OpenAI-compatible judge
+    (kept when the user leaves the page)."""
     c1, c2, c3 = st.columns(3)
-    base_url = c1.text_input("Base URL", value="https://api.openai.com/v1", key=f"{prefix}_base_url")
-    model = c2.text_input("Model", value="gpt-4o-mini", key=f"{prefix}_model")
-    api_key_env = c3.text_input("Name of the environment variable holding the key", value="OPENAI_API_KEY",
-                                key=f"{prefix}_key_env", help="The key itself is never typed here, stored or logged.")
+    webapp.keep(f"{prefix}_base_url", "https://api.openai.com/v1")
+    webapp.keep(f"{prefix}_model", "gpt-4o-mini")
+    webapp.keep(f"{prefix}_key_env", "OPENAI_API_KEY")
+    base_url = c1.text_input("Base URL", key=f"{prefix}_base_url")
+    model = c2.text_input("Model", key=f"{prefix}_model")
+    api_key_env = c3.text_input("Name of the environment variable holding the key", key=f"{prefix}_key_env",
+                                help="The key itself is never typed here, stored or logged.")
     return base_url, model, api_key_env
+
+
+_CLI_RESUME = re.compile(r"(Resume with )?`judgekit resume [^`]*`")
+
+
+def page_message(message: str) -> str:
+    """A run's stored message as a page says it: the command-line resume hint becomes the Resume button."""
+    return _CLI_RESUME.sub("press Resume", message)
+
+
+def show_endpoint_check(check) -> None:
+    """The steps of an endpoint check (:func:`judgekit.endpoint_check.check_endpoint`), one line each."""
+    for step in check.steps:
+        (st.success if step.ok else st.error)(md(f"{step.name}: {step.detail}"),
+                                              icon=":material/check:" if step.ok else ":material/close:")

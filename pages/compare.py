@@ -4,13 +4,12 @@ run of the dataset."""
 
 import streamlit as st
 
-from judgekit import ui
-from judgekit.webapp import session
+from judgekit import signin, ui, ui_noise
 
-st.title("Compare")
-st.caption(
+signin.page(
+    "Compare",
     "Two harnesses over byte-identical stored outputs: a pass rate can stay put while the failures move "
-    "to other criteria. Flips are counted on the examples both runs scored."
+    "to other criteria. Flips are counted on the examples both runs scored.",
 )
 
 ws = ui.workspace("cmp")
@@ -28,20 +27,23 @@ if len(ws.runs) < 2:
     st.stop()
 
 run_keys = [r.key for r in ws.runs]
-c1, c2 = st.columns(2)
+c1, c2, c3 = st.columns([2, 2, 1.3], vertical_alignment="bottom")
 with c1:
-    a = ui.pick("Run A", run_keys, key="cmp_a", default=run_keys[0], format_func=ws.label)
+    a = ui.pick("Run A", run_keys, key="cmp_a", default=run_keys[0], format_func=ws.label, param="a")
 with c2:
-    b = ui.pick("Run B", run_keys, key="cmp_b", default=next(k for k in run_keys if k != a), format_func=ws.label)
+    b = ui.pick("Run B", run_keys, key="cmp_b", default=next(k for k in run_keys if k != a), format_func=ws.label,
+                param="b")
+with c3:
+    labelled = ui.labelled_toggle(ws, key="cmp_labelled", default=False)
 if a == b:
     st.info("Choose two different runs.", icon=":material/info:")
     st.stop()
 ra, rb = ws.run(a), ws.run(b)
-cmp = ui.compare(ws, a, b)
+cmp = ui.compare(ws, a, b, labelled_only=labelled)
 st.caption(
     ui.md(
         f"A = {ra.name} — judge: {ra.judge} · {ra.harness}; B = {rb.name} — judge: {rb.judge} · "
-        f"{rb.harness}; n = {cmp.n} examples both scored"
+        f"{rb.harness}; n = {cmp.n:,} answers both scored" + (", only the labelled ones" if labelled else "")
     )
 )
 ui.download_report(ws, [ra.name, rb.name], key="cmp_download")
@@ -51,6 +53,7 @@ if cmp.message:
 
 st.subheader("Flips per criterion")
 st.dataframe(ui.flips_frame(cmp), hide_index=True, key="cmp_flips", width="stretch")
+ui_noise.noise_floor_section(ws, a, b, key="cmp_floor")
 
 left, right = st.columns(2)
 with left:
@@ -63,7 +66,7 @@ with left:
         ui.fmt(pb, ".1%"),
         delta=ui.points(pa, pb),
     )
-    st.caption(f"n = {cmp.n}; an example passes when every criterion passes.")
+    st.caption(f"n = {cmp.n:,}; an answer passes when every criterion passes.")
     st.subheader("Cost")
     cost = ui.cost_frame(cmp)
     st.dataframe(cost, hide_index=True, key="cmp_cost", width="stretch")
@@ -77,7 +80,7 @@ with right:
         key="cmp_attribution",
         width="stretch",
     )
-    st.caption(ui.md(f"failed verdicts per criterion on the {cmp.n} examples both runs scored"))
+    st.caption(ui.md(f"failed verdicts per criterion on the {cmp.n:,} answers both runs scored"))
 
 st.subheader("Cost vs agreement with the humans, every run of the dataset")
 if not ws.has_labels:
@@ -89,10 +92,19 @@ else:
     st.caption(
         ui.md(
             f"x = {x_label}; y = mean Cohen's κ over the criteria against {ws.judge('human')} "
-            f"(n up to {int(frame['n'].max()) if len(frame) else 0} labelled examples per run)"
+            f"(n up to {int(frame['n'].max()) if len(frame) else 0:,} labelled answers per run); both axes start "
+            "at 0 (κ lower if a run is below 0)"
         )
     )
-    st.dataframe(frame, hide_index=True, key="cmp_cost_table", width="stretch")
+    st.dataframe(frame, hide_index=True, key="cmp_cost_table", width="stretch", column_config={
+        "calls": st.column_config.NumberColumn(format="localized"),
+        "tokens": st.column_config.NumberColumn(format="localized"),
+        "usd": st.column_config.NumberColumn("cost (USD)", format="$%.4f"),
+        "mean_kappa": st.column_config.NumberColumn("mean κ", format="%.2f"),
+        "n": st.column_config.NumberColumn("n labelled", format="localized"),
+    })
+
+ui_noise.planner_section(ws, a, b)
 
 st.subheader("Flipped examples")
 changed = [k for k, f in cmp.flips.items() if f.fail_to_pass + f.pass_to_fail]
@@ -122,12 +134,9 @@ ids = f2p if direction == "fail→pass" else p2f
 if not ids:
     st.info("No example flipped this way.", icon=":material/info:")
     st.stop()
-shown = ids[:200]
-with session() as s:
-    texts = ui.example_texts(s, ws.dataset_id, shown)
-st.caption(ui.md(f"{len(ids)} examples {direction} on {crit} from A to B; showing the first {len(shown)}."))
-st.dataframe(texts, hide_index=True, key="cmp_flipped", width="stretch")
-chosen = ui.pick("Read one example", ids[:1000], key="cmp_example")
-with session() as s:
-    detail = ui.example_detail(s, ws.dataset_id, chosen)
-ui.render_example(detail, key="cmp_detail")
+ui.examples_list(
+    ws, ids, prefix="cmp", table_key="cmp_flipped", caption=f"{len(ids):,} answers {direction} on {crit} from A to B",
+    examples_link={"sources": [a, b] + (["human"] if ws.has_labels else []), "criteria": [crit], "filter": "flips",
+                   "labelled": str(labelled)},
+    link_help="A and B (and the human column) side by side on every answer where they flip.",
+)

@@ -1,18 +1,17 @@
-"""Cross-tabs: one source and a criterion pair → seed 003's 2×2 table, its row-conditioned failure rates,
-the ratio and phi; pick a cell to read its examples with every source's verdicts and rationales."""
+"""Cross-tabs: one source and a criterion pair → the 2×2 table, its row-conditioned failure rates, the ratio
+and phi; pick a cell to read its examples with every source's verdicts and rationales (or open them in
+Examples). The source, pair and cell live in the URL, so Associations can open a pair here."""
 
 import streamlit as st
 
-from judgekit import reports, ui
-from judgekit.webapp import session
+from judgekit import reports, signin, ui
 
-st.title("Cross-tabs")
-st.caption(
+signin.page(
+    "Cross-tabs",
     "Rows: the row criterion's pass/fail; columns: the column criterion's. Each failure rate divides a "
-    "cell by its own row total, so the two rows are comparable."
+    "cell by its own row total, so the two rows are comparable.",
 )
 
-ui.take_handoff("ct")  # a pair opened from Associations
 ws = ui.workspace("ct")
 if ws is None:
     st.stop()
@@ -24,8 +23,12 @@ if not ws.has_labels:
 if not keys:
     st.stop()
 
-key = ui.pick("Source", keys, key="ct_source", format_func=ws.label)
-src = ui.source(ws, key)
+s1, s2 = st.columns([3, 1], vertical_alignment="bottom")
+with s1:
+    key = ui.pick("Source", keys, key="ct_source", format_func=ws.label, param="source")
+with s2:
+    labelled = ui.labelled_toggle(ws, key="ct_labelled", default=not key.startswith("run:"))
+src = ui.source(ws, key, labelled_only=labelled)
 criteria = [k for k in src.keys if k in src.judged] or src.keys
 if len(criteria) < 2:
     st.warning(ui.md(f"{ws.name(key)} has fewer than two judged criteria: there is no pair to cross-tabulate."))
@@ -34,7 +37,7 @@ if len(criteria) < 2:
 left, right = st.columns(2)
 with left:
     default_row = "cites_source" if "cites_source" in criteria else criteria[1]
-    row = ui.pick("Row criterion", criteria, key="ct_row", default=default_row)
+    row = ui.pick("Row criterion", criteria, key="ct_row", default=default_row, param="row")
 with right:
     others = [k for k in criteria if k != row]
     col = ui.pick(
@@ -42,6 +45,7 @@ with right:
         criteria,
         key="ct_col",
         default="answers_question" if "answers_question" in others else others[0],
+        param="col",
     )
 if row == col:
     st.warning("Choose two different criteria.")
@@ -50,12 +54,12 @@ if row == col:
 ct = reports.crosstab_report(src, row, col)
 t = ct.table
 st.subheader(f"{row} × {col}")
-ui.caption(ws, key, t.n)
+ui.caption(ws, key, t.n, "only the labelled answers · " if labelled else "")
 st.dataframe(ui.crosstab_table(ct), key="ct_table")
 st.markdown(ui.md(ui.crosstab_sentence(ct)))
 
 m1, m2, m3 = st.columns(3)
-m1.metric("n (both scored)", t.n)
+m1.metric("n (both scored)", f"{t.n:,}")
 m2.metric(f"ratio of {col} failure rates", ui.fmt(t.ratio, ".2f", "undefined"))
 m3.metric("phi", ui.fmt(t.phi, ".3f", "undefined"))
 explain = ui.undefined_phi(src, ws.name(key))
@@ -66,7 +70,7 @@ else:
         if k in explain:
             st.warning(ui.md(explain[k]), icon=":material/info:")
     st.caption(ui.md(ui.ratio_sentence(ct)))
-with st.expander("As text (seed 003's layout)"):
+with st.expander("As plain text"):
     st.code(reports.render_crosstab_table(ct), language=None)
 
 st.subheader("Examples in a cell")
@@ -80,20 +84,17 @@ cell = ui.pick(
     default=off_diagonal[0] if off_diagonal else cells[0],
     widget=st.radio,
     horizontal=True,
-    format_func=lambda c: f"{row} {c.split('|')[0]} · {col} {c.split('|')[1]} ({counts[c]})",
+    format_func=lambda c: f"{row} {c.split('|')[0]} · {col} {c.split('|')[1]} ({counts[c]:,})",
+    param="cell",
 )
 r_out, c_out = cell.split("|")
 ids = ct.cells[r_out][c_out]
 if not ids:
     st.info("No example in this cell.", icon=":material/info:")
     st.stop()
-shown = ids[:200]
-with session() as s:
-    texts = ui.example_texts(s, ws.dataset_id, shown)
-st.caption(f"{len(ids)} examples; showing the first {len(shown)}.")
-st.dataframe(texts, hide_index=True, key="ct_examples", width="stretch")
-
-chosen = ui.pick("Read one example", ids[:1000], key="ct_example")
-with session() as s:
-    detail = ui.example_detail(s, ws.dataset_id, chosen)
-ui.render_example(detail, key="ct_detail")
+ui.examples_list(
+    ws, ids, prefix="ct", table_key="ct_examples", caption=f"{len(ids):,} examples",
+    examples_link={"criteria": [row, col], "cell_source": key, "cell": f"{row}={r_out}|{col}={c_out}",
+                   "labelled": str(labelled)},
+    link_help="Every run's verdicts on these answers side by side, with filters and search.",
+)

@@ -6,14 +6,15 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
-from judgekit import datasets, imports, store
+from judgekit import actions, datasets, signin, store, ui
+from judgekit.auth import Forbidden
 from judgekit.datasets import InputError
 from judgekit.webapp import session, upload_error
 
-st.title("Data")
-st.caption(
+who = signin.page(
+    "Data",
     "Every file is checked whole before anything is written: one message naming the file, line and "
-    "field, and nothing stored if it is wrong. Formats: see the README."
+    "field, and nothing stored if it is wrong. Formats: see the README.",
 )
 
 KINDS = {
@@ -31,14 +32,21 @@ with session() as s:
 
 name = dataset = rubric = annotator = None
 if kind.startswith("Dataset"):
-    name = st.text_input(
-        "Dataset name", key="data_dataset_name", value=Path(upload.name).stem if upload is not None else ""
-    )
+    # a new file names the dataset after itself, unless the user has typed a name of their own
+    stem = Path(upload.name).stem if upload is not None else ""
+    previous = st.session_state.get("data_named_after", "")
+    if stem != previous and st.session_state.get("data_dataset_name", "") in ("", previous):
+        st.session_state["data_dataset_name"] = stem
+    st.session_state["data_named_after"] = stem
+    name = st.text_input("Dataset name", key="data_dataset_name")
 elif kind.startswith("Labels"):
     dataset = st.selectbox("Dataset", dataset_names, key="data_labels_dataset")
-    annotator = (
-        st.text_input("Annotator (for rows that do not name one)", key="data_labels_annotator") or None
-    )
+    if who.name is None:
+        annotator = (
+            st.text_input("Annotator (for rows that do not name one)", key="data_labels_annotator") or None
+        )
+    else:
+        st.text(f"Rows that name no annotator are labels of {who.name} (you).")
 elif kind.startswith("External"):
     c1, c2, c3 = st.columns(3)
     dataset = c1.selectbox("Dataset", dataset_names, key="data_run_dataset")
@@ -48,47 +56,67 @@ elif kind.startswith("External"):
 if upload is None:
     st.stop()
 
-# The file is saved under its own name so every message names it exactly as the user knows it.
-folder = Path(tempfile.mkdtemp(prefix="judgekit-upload-"))
-path = folder / Path(upload.name).name
-path.write_bytes(upload.getvalue())
 
-try:
-    if kind.startswith("Dataset"):
-        preview = pd.DataFrame(datasets.parse_dataset(path)[:20])
-    elif kind.startswith("Rubric"):
-        preview = pd.DataFrame(
-            [
-                {"key": c.key, "kind": c.kind, "question": c.question, "pass_at": c.pass_at}
-                for c in datasets.parse_rubric(path).criteria
-            ]
-        )
-    else:
-        preview = None
-except InputError as e:
-    upload_error(e, folder)
-    st.stop()
-
-if preview is not None:
-    st.caption(f"Preview of {upload.name} (first rows, as they will be stored):")
-    st.dataframe(preview, hide_index=True, key="data_preview")
-
-if st.button("Import", type="primary", key="data_import"):
-    try:
+def missing_name() -> str | None:
+    """What the form still lacks before an import can be tried (a name, or a run name not yet taken)."""
+    if kind.startswith(("Dataset", "External")) and not (name or "").strip():
+        return f"Name the {'dataset' if kind.startswith('Dataset') else 'run'} in the box above."
+    if kind.startswith("External"):
         with session() as s:
-            if kind.startswith("Dataset"):
-                result = imports.import_dataset(s, path, name or "")
-            elif kind.startswith("Rubric"):
-                result = imports.import_rubric(s, path)
-            elif kind.startswith("Labels"):
-                if not dataset:
-                    raise InputError(path, "import a dataset first")
-                result = imports.import_labels(s, path, dataset, annotator=annotator)
-            else:
-                if not (dataset and rubric and name):
-                    raise InputError(path, "choose a dataset and a rubric and name the run")
-                result = imports.import_run(s, path, dataset=dataset, rubric=rubric, name=name)
-    except (InputError, store.NotFound) as e:
+            if store.existing_run_names(s, [name.strip()]):
+                return ui.md(f"A run named {name.strip()} already exists: choose another name.")
+    return None
+
+
+def check_and_import(folder: Path) -> None:
+    """Preview the upload (datasets, rubrics) and import it on the button — from a copy in ``folder``."""
+    path = folder / Path(upload.name).name
+    path.write_bytes(upload.getvalue())
+    try:
+        if kind.startswith("Dataset"):
+            preview = pd.DataFrame(datasets.parse_dataset(path)[:20])
+        elif kind.startswith("Rubric"):
+            preview = pd.DataFrame(
+                [
+                    {"key": c.key, "kind": c.kind, "question": c.question, "pass_at": c.pass_at}
+                    for c in datasets.parse_rubric(path).criteria
+                ]
+            )
+        else:
+            preview = None
+    except InputError as e:
         upload_error(e, folder)
-    else:
-        st.success(result.summary())
+        return
+
+    if preview is not None:
+        st.caption(f"Preview of {upload.name} (first rows, as they will be stored):")
+        st.dataframe(preview, hide_index=True, key="data_preview")
+
+    if st.button("Import", type="primary", key="data_import"):
+        if problem := missing_name():
+            st.error(problem)
+            return
+        try:
+            with session() as s:
+                if kind.startswith("Dataset"):
+                    result = actions.import_dataset(who, s, path, name or "")
+                elif kind.startswith("Rubric"):
+                    result = actions.import_rubric(who, s, path)
+                elif kind.startswith("Labels"):
+                    if not dataset:
+                        raise InputError(path, "import a dataset first")
+                    result = actions.import_labels(who, s, path, dataset, annotator=annotator)
+                else:
+                    if not (dataset and rubric and name):
+                        raise InputError(path, "choose a dataset and a rubric and name the run")
+                    result = actions.import_run(who, s, path, dataset=dataset, rubric=rubric, name=name)
+        except (InputError, store.NotFound, Forbidden) as e:
+            upload_error(e, folder)
+        else:
+            st.success(result.summary())
+
+
+# The file is saved under its own name so every message names it exactly as the user knows it, in a
+# folder that is removed when this script run ends (each rerun writes it afresh).
+with tempfile.TemporaryDirectory(prefix="judgekit-upload-") as tmp:
+    check_and_import(Path(tmp))

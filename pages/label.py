@@ -3,7 +3,7 @@ creation and inter-annotator agreement / adjudication.
 
 State model: the annotator's current choices live in ``st.session_state`` under
 ``label_v|ANNOTATOR|EXAMPLE|CRITERION`` (absent = not chosen yet, None = unsure); the buttons set them in
-``on_click`` callbacks and "Save & next" writes them with :func:`labeling.save_item`. While an item is
+``on_click`` callbacks and "Save & next" writes them with :func:`actions.save_labels`. While an item is
 being labeled nothing from any run or any other annotator is read, let alone shown.
 """
 
@@ -14,8 +14,10 @@ import math
 import pandas as pd
 import streamlit as st
 
-from judgekit import labeling, store
+from judgekit import actions, labeling, signin, store, ui
+from judgekit.auth import Forbidden
 from judgekit.rubric import Criterion
+from judgekit.ui import md
 from judgekit.webapp import empty_state, session
 
 P = "label_"
@@ -58,16 +60,19 @@ def _save(set_id: int, annotator: str, example_id: int, criteria: tuple[Criterio
         return
     values = {k: st.session_state[_vkey(annotator, example_id, k)] for k in keys}
     note = st.session_state.get(_note_key(annotator, example_id))
-    with session() as s:
-        labeling.save_item(s, example_id, annotator, values, criteria, note=note)
+    try:
+        with session() as s:
+            actions.save_labels(signin.identity(), s, example_id, values, criteria, note=note, annotator=annotator)
+    except Forbidden as e:
+        _flash("error", md(f"Not saved: {e}."))
+        return
     st.session_state[P + "last_saved"] = (set_id, example_id)
     _move(set_id, annotator, pos + 1)
 
 
 def _set_role(name: str) -> None:
-    role = "adjudicator" if st.session_state[f"{P}adj|{name}"] else "annotator"
     with session() as s:
-        labeling.set_role(s, name, role)
+        actions.set_adjudicator(signin.identity(), s, bool(st.session_state[f"{P}adj|{name}"]), annotator=name)
 
 
 def _remember_name() -> None:
@@ -77,50 +82,96 @@ def _remember_name() -> None:
 def _adjudicate(example_id: int, criterion: Criterion, name: str, value: int | None) -> None:
     try:
         with session() as s:
-            labeling.adjudicate(s, example_id, criterion, name, value)
-    except ValueError as e:
-        _flash("error", str(e))
+            actions.adjudicate(signin.identity(), s, example_id, criterion, value, annotator=name)
+    except (ValueError, Forbidden) as e:
+        _flash("error", md(str(e)))
 
 
 # --------------------------------------------------------------------------------------------- labeling
 
 
-def _value_text(c: Criterion, value: int | None) -> str:
-    if value is None:
-        return "unsure"
-    return str(value) if c.is_scale else ("pass" if value else "fail")
+# Keys of the 1–5 scores of the first, second, … scale criterion (C and R are Streamlit's own keys).
+SCALE_KEYS = ("ASDFG", "ZXVBN", "QWETY", "HJKLM", "UIOPL")
+# Background of a chosen button: pass green, fail red, unsure grey, a score blue.
+CHOSEN_STYLE = {"pass": "#1b7f3b", "fail": "#b3261e", "unsure": "#6b6b6b", "score": "#1f5fae"}
 
 
-def _criterion_row(i: int, c: Criterion, annotator: str, example_id: int) -> bool:
-    """One criterion's controls; returns whether a value is chosen."""
+def _style() -> None:
+    """Chosen buttons in their own colour, so a chosen pass never looks like a chosen fail (static CSS
+    keyed on the containers' ``st-key-…`` classes; no user text goes into it)."""
+    rules = "".join(
+        f'[class*="st-key-{P}chosen-{kind}-"] button {{background:{colour};border-color:{colour};color:#fff}}'
+        for kind, colour in CHOSEN_STYLE.items()
+    )
+    st.html(f"<style>{rules}</style>")
+
+
+def _criterion_row(i: int, c: Criterion, annotator: str, example_id: int, scale_no: int | None) -> bool:
+    """One criterion's controls: its number, key and question — for a scale also every level's description —
+    beside its buttons, each with its key; returns whether a value is chosen."""
     vkey = _vkey(annotator, example_id, c.key)
     chosen = vkey in st.session_state
     current = st.session_state.get(vkey)
-    label_col, *cols = st.columns(
-        [3, 1, 1, 1, 1, 1, 1] if c.is_scale else [3, 1, 1, 1], vertical_alignment="center"
-    )
-    with label_col:
-        state = f" — **{_value_text(c, current)}**" if chosen else ""
-        st.markdown(f"{i}. `{c.key}`{state}", help=c.question)
+    state = ""
+    if chosen:
+        word = c.value_text(current, missing='unsure')
+        colour = {"pass": "green", "fail": "red", "unsure": "gray"}.get(word, "blue")
+        state = f" — :{colour}-background[{word}]"
+    st.markdown(f"**{i}\\. {md(c.key)}**{state} :gray[{md(c.question)}]")
     digit = str(i) if i <= 9 else None
+    options: list[tuple[str, int | None, str | None, str]]
     if c.is_scale:
-        options: list[tuple[str, int | None, str | None]] = [(str(v), v, None) for v in (1, 2, 3, 4, 5)]
+        letters = SCALE_KEYS[scale_no] if scale_no is not None and scale_no < len(SCALE_KEYS) else None
+        options = [(str(v), v, letters[v - 1] if letters else None, "score") for v in (1, 2, 3, 4, 5)]
+        st.caption(md(" · ".join(f"{v} {c.levels[v]}" for v in sorted(c.levels))))
+        cols = st.columns([1, 1, 1, 1, 1, 1.6])
     else:
-        options = [("Pass", 1, digit), ("Fail", 0, f"Shift+{digit}" if digit else None)]
-    options.append(("Unsure", None, None))
-    for col, (text, value, shortcut) in zip(cols, options, strict=True):
-        with col:
+        options = [("Pass", 1, digit, "pass"), ("Fail", 0, f"Shift+{digit}" if digit else None, "fail")]
+        cols = st.columns(3)
+    options.append(("Unsure", None, None, "unsure"))
+    for col, (text, value, shortcut, kind) in zip(cols, options, strict=True):
+        picked = chosen and current == value
+        state_key = f"{P}{'chosen' if picked else 'open'}-{kind}-{c.key}-{'u' if value is None else value}"
+        with col, st.container(key=state_key):
             st.button(
                 text,
                 key=f"{P}{c.key}_{'unsure' if value is None else value}",
-                help=c.question,
-                type="primary" if chosen and current == value else "secondary",
+                help=c.question if not c.is_scale or value is None else c.levels.get(value, c.question),
+                icon=":material/check:" if picked else None,
                 shortcut=shortcut,
                 on_click=_choose,
                 args=(annotator, example_id, c.key, value),
                 width="stretch",
             )
     return chosen
+
+
+def _status(info: labeling.LabelSetInfo, annotator: str) -> None:
+    """The label set as a whole: who has labelled how much, and how much of it has a consensus."""
+    with session() as s:
+        status = labeling.set_status(s, info)
+    who = ", ".join(f"{a} {n}" for a, n in status.labelled.items()) or "nobody yet"
+    st.caption(
+        md(
+            f"Label set {info.name}: {status.size:,} items · labelled by {who} · consensus on every criterion: "
+            f"{status.settled:,} · split (a tie): {status.split:,} · no label yet: {status.open:,}"
+        )
+    )
+
+
+def _keys_help(info: labeling.LabelSetInfo) -> None:
+    """The keyboard help, short, in the sidebar (always on screen)."""
+    scale = [c for c in info.criteria if c.is_scale]
+    lines = []
+    if any(not c.is_scale for c in info.criteria):
+        lines.append("**1–9** pass criterion 1–9 · **Shift+1–9** fail it")
+    if scale:
+        lines += [f"{md(c.key)}: **{' '.join(SCALE_KEYS[n])}** score 1–5"
+                  for n, c in enumerate(scale[: len(SCALE_KEYS)])]
+    lines.append("**Enter** save & next · **→** skip · **←** back")
+    with st.sidebar:
+        st.markdown("**Keys**  \n" + "  \n".join(lines))
+        st.caption("Keys pause while the cursor is in a text box.")
 
 
 def _reveal(set_id: int, annotator: str, criteria: tuple[Criterion, ...]) -> None:
@@ -141,7 +192,7 @@ def _reveal(set_id: int, annotator: str, criteria: tuple[Criterion, ...]) -> Non
     by_key = {c.key: c for c in criteria}
     frame = pd.DataFrame(rows)
     frame["you"] = [
-        _value_text(by_key[k], mine[k]) if k in mine and k in by_key else "" for k in frame["criterion"]
+        by_key[k].value_text(mine[k], missing="unsure") if k in mine and k in by_key else "" for k in frame["criterion"]
     ]
     st.dataframe(
         frame[["run", "judge", "criterion", "you", "verdict", "rationale"]],
@@ -180,64 +231,64 @@ def label_mode(info: labeling.LabelSetInfo, annotator: str) -> None:
             st.session_state.setdefault(_vkey(annotator, example_id, k), v)
         st.session_state[loaded_key] = True
 
+    _style()
+    _keys_help(info)
     st.progress(
         prog.labelled / max(n, 1),
-        text=f"Item {pos + 1} of {n} · {prog.labelled} of {n} labelled by {annotator}",
+        text=f"Item {pos + 1} of {n} · {prog.labelled} of {n} labelled by {md(annotator)}",
     )
+    _status(info, annotator)
     if flash:
         getattr(st, flash[0])(flash[1])
-    st.caption(f"Example {ex.ext_id}" + (" · you labelled this one before (editing)" if saved else ""))
-
-    st.markdown("**Question**")
-    st.text(ex.question or "(none)")
-    if ex.context:
-        st.markdown("**Context**")
-        st.code(ex.context, language=None, wrap_lines=True)
-    st.markdown("**Answer**")
-    st.code(ex.answer, language=None, wrap_lines=True)
-
-    st.markdown("**Your judgement**")
-    n_chosen = sum(_criterion_row(i, c, annotator, example_id) for i, c in enumerate(info.criteria, start=1))
-    st.caption(f"{n_chosen} of {len(info.criteria)} criteria chosen")
-    st.text_area("Note (optional)", value=note or "", key=_note_key(annotator, example_id), height=68)
-
-    b1, b2, b3 = st.columns(3)
-    b1.button(
-        "Back",
-        key=P + "back",
-        shortcut=BACK_KEY,
-        disabled=pos == 0,
-        on_click=_move,
-        args=(info.id, annotator, pos - 1),
-        width="stretch",
-    )
-    b2.button(
-        "Skip",
-        key=P + "skip",
-        shortcut=SKIP_KEY,
-        on_click=_move,
-        args=(info.id, annotator, pos + 1),
-        width="stretch",
-    )
-    b3.button(
-        "Save & next",
-        key=P + "save",
-        shortcut=SAVE_KEY,
-        type="primary",
-        width="stretch",
-        on_click=_save,
-        args=(info.id, annotator, example_id, info.criteria, pos),
-    )
+    text_col, judge_col = st.columns([1.05, 1], gap="large")
+    with text_col:
+        st.caption(f"Example {md(ex.ext_id)}" + (" · you labelled this one before (editing)" if saved else ""))
+        st.markdown("**Question**")
+        st.text(ex.question or "(none)")
+        if ex.context:
+            st.markdown("**Context**")
+            st.code(ex.context, language=None, wrap_lines=True)
+        st.markdown("**Answer**")
+        st.code(ex.answer, language=None, wrap_lines=True)
+    with judge_col:
+        st.markdown("**Your judgement**")
+        scale_no = {c.key: n for n, c in enumerate(c for c in info.criteria if c.is_scale)}
+        n_chosen = sum(_criterion_row(i, c, annotator, example_id, scale_no.get(c.key))
+                       for i, c in enumerate(info.criteria, start=1))
+        st.caption(f"{n_chosen} of {len(info.criteria)} criteria chosen")
+        st.text_area("Note (optional)", value=note or "", key=_note_key(annotator, example_id), height=68)
+        b1, b2, b3 = st.columns(3)
+        b1.button(
+            "Back",
+            key=P + "back",
+            shortcut=BACK_KEY,
+            disabled=pos == 0,
+            on_click=_move,
+            args=(info.id, annotator, pos - 1),
+            width="stretch",
+        )
+        b2.button(
+            "Skip",
+            key=P + "skip",
+            shortcut=SKIP_KEY,
+            on_click=_move,
+            args=(info.id, annotator, pos + 1),
+            width="stretch",
+        )
+        b3.button(
+            "Save & next",
+            key=P + "save",
+            shortcut=SAVE_KEY,
+            type="primary",
+            width="stretch",
+            on_click=_save,
+            args=(info.id, annotator, example_id, info.criteria, pos),
+        )
     with st.expander("Go to item"):
         st.number_input("Item", min_value=1, max_value=n, key=P + "goto")
         st.button(
             "Go", key=P + "go", on_click=lambda: _move(info.id, annotator, st.session_state[P + "goto"] - 1)
         )
-    st.caption(
-        "Keyboard: **1–9** pass criterion 1–9 · **Shift+1–9** fail it · **Enter** save & next · **→** skip · "
-        "**←** back. Unsure and 1–5 scores: click. Shortcuts pause while the cursor is in a text box "
-        "(click outside it first). Judge verdicts stay hidden until you save."
-    )
     _reveal(info.id, annotator, info.criteria)
 
 
@@ -270,7 +321,12 @@ def sets_mode() -> None:
         labeling.STRATEGIES,
         horizontal=True,
         key=P + "new_strategy",
-        captions=["uniform sample", "from a cross-tab cell of a run", "where two runs disagree"],
+        captions=[
+            "uniform sample",
+            "from a cross-tab cell of a run",
+            "where two runs disagree",
+            "answers that would decide the audit's undecided pairs",
+        ],
     )
     c1, c2 = st.columns(2)
     size = c1.number_input("Size", min_value=1, max_value=100_000, value=60, key=P + "new_size")
@@ -292,6 +348,15 @@ def sets_mode() -> None:
             "Cell (row/col)", ["all four, equal numbers", *labeling.CELLS], key=P + "new_cell"
         )
         opts["cell"] = None if cell.startswith("all") else cell
+    elif strategy == "decide":
+        chosen = st.multiselect("Runs to audit", runs, default=runs, key=P + "new_decide_runs")
+        opts["runs"] = tuple(chosen)
+        st.caption(
+            "The association audit of these runs against the current human column names the pairs it cannot "
+            "decide yet and how many more labels each needs, from which of the reference harness's cells. "
+            "The size is split over those pairs; answers are drawn at random within each cell from the "
+            "answers nobody has labelled (so the audit stays unbiased). With no labels yet it draws at random."
+        )
     elif strategy == "disagree":
         c1, c2 = st.columns(2)
         opts["run_a"] = c1.selectbox("Run A", runs, key=P + "new_run_a")
@@ -308,12 +373,14 @@ def sets_mode() -> None:
         spec = labeling.SampleSpec(strategy=strategy, size=int(size), seed=int(seed), **opts)
         try:
             with session() as s:
-                info = labeling.create_label_set(s, name, dataset=dataset, rubric=rubric, spec=spec)
-        except (ValueError, store.NotFound) as e:
+                info = actions.create_label_set(signin.identity(), s, name, dataset=dataset, rubric=rubric, spec=spec)
+        except (ValueError, store.NotFound, Forbidden) as e:
             st.error(str(e))
         else:
             st.session_state[P + "set"] = info.name
-            st.success(f"Created {info.name}: {info.size} examples ({info.strategy['description']}).")
+            strata = ", ".join(f"{k}: {v}" for k, v in info.strategy.get("strata", {}).items())
+            st.success(ui.md(f"Created {info.name}: {info.size} examples ({info.strategy['description']}; "
+                             f"{strata})."))
 
 
 # --------------------------------------------------------------------------------------------- agreement
@@ -372,7 +439,7 @@ def agreement_mode(info: labeling.LabelSetInfo, annotator: str, is_adjudicator: 
                     "example": d.ext_id,
                     "criterion": d.criterion,
                     "votes": ", ".join(
-                        f"{a}: {_value_text(by_key[d.criterion], v)}" for a, v in d.votes.items()
+                        f"{a}: {by_key[d.criterion].value_text(v, missing='unsure')}" for a, v in d.votes.items()
                     ),
                     "majority": outcome(d.majority),
                     "adjudicated": outcome(d.adjudicated),
@@ -412,18 +479,22 @@ def agreement_mode(info: labeling.LabelSetInfo, annotator: str, is_adjudicator: 
 
 # --------------------------------------------------------------------------------------------- page
 
-st.title("Label")
+who = signin.page("Label")
 
-if P + "annotator_w" not in st.session_state:
-    st.session_state[P + "annotator_w"] = st.session_state.get(P + "annotator", "")
 c1, c2 = st.columns([3, 2], vertical_alignment="bottom")
-c1.text_input(
-    "Your name",
-    key=P + "annotator_w",
-    on_change=_remember_name,
-    placeholder="who is labeling (kept for this browser session)",
-)
-annotator = st.session_state[P + "annotator_w"].strip()
+if who.name is not None:  # labels carry the signed-in name, never a typed one
+    c1.text("Labeling as " + who.name)
+    annotator = who.name
+else:
+    if P + "annotator_w" not in st.session_state:
+        st.session_state[P + "annotator_w"] = st.session_state.get(P + "annotator", "")
+    c1.text_input(
+        "Your name",
+        key=P + "annotator_w",
+        on_change=_remember_name,
+        placeholder="who is labeling (kept for this browser session)",
+    )
+    annotator = st.session_state[P + "annotator_w"].strip()
 st.session_state[P + "annotator"] = annotator
 is_adjudicator = False
 if annotator:

@@ -1,15 +1,31 @@
 """Prompt A/B: seed 002's A/B re-judge — one judge, two prompt variants, the same answers — with n and CIs,
-the K.O. views (disqualified answers, contradictory verdicts) and the rationale critique of both runs."""
-
-import math
+the K.O. views (disqualified answers, contradictory verdicts) and the rationale critique of both runs; at
+the bundle level, the same for two holistic runs (one call per bundle over its evidence)."""
 
 import pandas as pd
 import streamlit as st
 
-from judgekit import critique, jobs, prompt_templates, runner, scale, store, ui
+from judgekit import actions, auth, critique, prompt_templates, scale, signin, store, ui, ui_bundles
+from judgekit.rubric import REFERENCE_ANNOTATOR
 from judgekit.webapp import db_url, empty_state, session, sim_judge_base_url
 
-st.title("Prompt A/B")
+who = signin.page("Prompt A/B")
+with session() as s:
+    candidates = scale.ab_candidates(s)
+    has_bundles = len(scale.ab_candidates(s, "bundle")) >= 2
+levels = ["answers", "bundles"]
+level = st.radio("Level", levels, key="ab_level", horizontal=True,
+                 index=1 if has_bundles and len(candidates) < 2 else 0,
+                 help="answers: each answer judged on its own; bundles: the holistic call — one score per dimension "
+                      "for a bundle of answers, from their per-answer verdicts")
+if level == "bundles":
+    st.caption(
+        "Two holistic runs of one judge over the same bundles and evidence that differ only in the prompt "
+        "variant. The unit is the bundle: rates carry Wilson 95 % intervals, means a t interval over bundles. "
+        "Rationales are the judge's text, shown as plain text."
+    )
+    ui_bundles.holistic_view(who)
+    st.stop()
 st.caption(
     "Two runs of one judge over the same answers that differ only in the prompt variant (e.g. `default` vs "
     "`hardened`). Rates carry Wilson 95 % intervals, means a bootstrap over answers. Rationales are the "
@@ -39,24 +55,23 @@ def rejudge_form(base: str, kind: str) -> None:
             st.error(str(e), icon=":material/error:")
             return
         st.caption(f"Valid: {compiled.label}.")
-        if st.button("Start run B", key="ab_rejudge"):
+        with session() as s:
+            allowed = signin.may(who, actions.run_needs(s, [base])[base], f"Re-judging {base} on its judge")
+        if st.button("Start run B", key="ab_rejudge", disabled=not allowed):
             try:
                 with session() as s:
-                    new = runner.create_rerun(
-                        s, base, prompt_template=text, prompt_template_name="page template", few_shot=int(few),
+                    new = actions.create_rerun(
+                        who, s, base, prompt_template=text, prompt_template_name="page template", few_shot=int(few),
                         few_shot_from="human" if few else "",
                         base_url=sim_judge_base_url() if kind == "simulated" else None,
                     )
                     name = new.name
-            except (ValueError, store.NotFound) as e:
+                actions.start_runs(who, db_url(), [name])
+            except (ValueError, store.NotFound, auth.Forbidden) as e:
                 st.error(str(e))
             else:
-                jobs.start(db_url(), name)
                 st.success(f"Started {name}: when it has finished, choose it as run B.")
 
-
-with session() as s:
-    candidates = scale.ab_candidates(s)
 if len(candidates) < 2:
     empty_state(
         "The A/B re-judge needs two runs of a rubric with 1–5 criteria, e.g. on the demo: "
@@ -69,31 +84,16 @@ if len(candidates) < 2:
         rejudge_form(candidates[0]["name"], only_kind)
     st.stop()
 
-by_name = {c["name"]: c for c in candidates}
-
-
-def label(name: str) -> str:
-    c = by_name[name]
-    return f"{name} — {c['variant']} — {c['judge']} ({c['rubric']} on {c['dataset']})"
-
-
-c1, c2 = st.columns(2)
-a = c1.selectbox("Run A", list(by_name), key="ab_a", format_func=label)
-ca = by_name[a]
-same = [
-    c
-    for c in candidates
-    if c["name"] != a and c["dataset_id"] == ca["dataset_id"] and c["rubric_id"] == ca["rubric_id"]
-]
-if not same:
-    st.info(
-        f"No other run of rubric {ca['rubric']} on dataset {ca['dataset']} to compare with.",
-        icon=":material/info:",
-    )
+pair = ui.pick_ab_pair(
+    candidates, what="Run", key="ab",
+    describe=lambda c: f"{c['variant']} — {c['judge']} ({c['rubric']} on {c['dataset']})",
+    same=("dataset_id", "rubric_id"),
+    no_partner=lambda c: f"No other run of rubric {c['rubric']} on dataset {c['dataset']} to compare with.",
+)
+if pair is None:
     st.stop()
-same.sort(key=lambda c: (c["judge_id"] != ca["judge_id"], c["variant"] == ca["variant"]))
-b = c2.selectbox("Run B", [c["name"] for c in same], key="ab_b", format_func=label)
-cb = by_name[b]
+ca, cb = pair
+a, b = ca["name"], cb["name"]
 
 st.subheader("Reference")
 with session() as s:
@@ -113,7 +113,7 @@ if ref_kind == "annotator":
         "Annotator",
         annotators,
         key="ab_ref_annotator",
-        index=annotators.index("reference") if "reference" in annotators else 0,
+        index=annotators.index(REFERENCE_ANNOTATOR) if REFERENCE_ANNOTATOR in annotators else 0,
     )
 elif ref_kind == "run":
     ref_name = st.selectbox("Reference run (e.g. a stronger judge)", others, key="ab_ref_run")
@@ -154,42 +154,16 @@ with session() as s:
 rejudge_form(a, a_kind)
 
 
-def ci(lo: float, hi: float, pct: bool = False) -> str:
-    if not (math.isfinite(lo) and math.isfinite(hi)):
-        return "–"
-    return f"[{lo:.0%}, {hi:.0%}]" if pct else f"[{lo:+.2f}, {hi:+.2f}]"
-
+ci = ui_bundles.rate_ci
 
 st.subheader("Rationale quality")
 if rep.critique:
     qa, qb = rep.critique
-    rows = []
-    for check in dict.fromkeys([*qa.checks, *qb.checks]):
-        ra, rb = qa.checks.get(check), qb.checks.get(check)
-        rows.append(
-            {
-                "check": check,
-                "A rate": ra.rate if ra else math.nan,
-                "A 95% CI": ci(ra.lo, ra.hi, True) if ra else "–",
-                "A n": ra.n if ra else 0,
-                "B rate": rb.rate if rb else math.nan,
-                "B 95% CI": ci(rb.lo, rb.hi, True) if rb else "–",
-                "B n": rb.n if rb else 0,
-            }
-        )
     st.caption(
         f"Critique runs: A {qa.critique}, B {qb.critique} ({qa.judge}); one check per call; checks "
         "that do not apply are not asked, so each check has its own n."
     )
-    st.dataframe(
-        pd.DataFrame(rows),
-        hide_index=True,
-        key="ab_quality",
-        column_config={
-            "A rate": st.column_config.NumberColumn(format="percent"),
-            "B rate": st.column_config.NumberColumn(format="percent"),
-        },
-    )
+    ui_bundles.critique_table(qa, qb, "ab_quality")
 else:
     missing = [n for n, info in zip((a, b), crit_info, strict=True) if info is None]
     st.info(f"No critique run yet for {', '.join(missing)}: start one below.", icon=":material/lightbulb:")
@@ -300,55 +274,4 @@ st.dataframe(
     key="ab_cost",
 )
 
-st.subheader("Critique both runs")
-st.caption(
-    "A critic judges every stored rationale of A and of B against cites_evidence, justifies_level, "
-    "names_fix, catches_safety and dimension_locus — one check per call — and stores it as a run."
-)
-critic = st.radio(
-    "Critic", ["Simulated judge", "OpenAI-compatible endpoint"], key="ab_critic", horizontal=True
-)
-api_key_env = None
-if critic == "Simulated judge":
-    st.caption(
-        "**Simulated** — reads the markers the simulated judge planted in its rationales; it measures "
-        "nothing about a real judge's rationales."
-    )
-    kind, model, base_url = "simulated", "judgekit-sim", None
-else:
-    kind = "openai"
-    base_url, model, api_key_env = ui.endpoint_inputs("ab")
-concurrency = st.number_input("Concurrency", min_value=1, max_value=64, value=8, key="ab_concurrency")
-if st.button("Critique both runs", type="primary", key="ab_critique"):
-    judge = runner.JudgeSpec(
-        base_url=base_url or sim_judge_base_url(),
-        model=model,
-        kind=kind,
-        api_key_env=api_key_env or None,
-        max_tokens=512,
-    )
-    try:
-        with session() as s:
-            names = [critique.create_critique_run(s, target=name, judge=judge).name for name in (a, b)]
-    except (ValueError, store.NotFound) as e:
-        st.error(str(e))
-    else:
-        for name in names:
-            jobs.start(db_url(), name, concurrency=int(concurrency))
-        st.success(f"Started {', '.join(names)}.")
-        crit_info = [(n, "running") for n in names]
-
-for info in crit_info:
-    if info is None:
-        continue
-    job = jobs.get(db_url(), info[0])
-    if job is not None and job.alive:
-        p = job.progress
-        frac = p.fraction if p else 0.0
-        st.progress(frac, text=f"{info[0]}: {p.done_calls if p else 0}/{p.total_calls if p else '?'} calls")
-    elif job is not None and job.error:
-        st.error(f"{info[0]}: {job.error}")
-    else:
-        st.caption(f"{info[0]}: {info[1]}")
-if any(info and (j := jobs.get(db_url(), info[0])) is not None and j.alive for info in crit_info):
-    st.button("Refresh", key="ab_refresh")
+ui_bundles.critique_controls(who, [a, b])

@@ -68,6 +68,7 @@ def test_phi_report_frame_and_figure(ws, cli):
     one = rep.figure(f"run:{SINGLE}")
     assert one.to_dict() == figures.phi_heatmap(col, rep.criteria, f"phi — {col.source} — {col.judge} — n = {col.n}",
                                                 col.criterion_notes).to_dict()
+    assert [t.type for t in one.data] == ["heatmap"]
     every = rep.figure()
     assert [t.type for t in every.data] == ["heatmap"] * len(rep.columns)
     annotator = ws.phi(runs=[SPLIT], human="reference", n_boot=0)
@@ -76,7 +77,8 @@ def test_phi_report_frame_and_figure(ws, cli):
 
 def test_compare_and_agreement(ws, cli):
     cmp = ws.compare(SINGLE, SPLIT)
-    assert reports.jsonable(cmp.to_dict()) == cli_json(cli, "compare", SINGLE, SPLIT)
+    floor = ws.noise_floor(SINGLE, SPLIT)
+    assert reports.jsonable({**cmp.to_dict(), "noise_floor": floor.to_dict()}) == cli_json(cli, "compare", SINGLE, SPLIT)
     frame = cmp.to_frame()
     assert frame.set_index("criterion")["fail→pass"].to_dict() == {
         k: c["fail_to_pass"] for k, c in cmp.to_dict()["criteria"].items()}

@@ -8,33 +8,17 @@ import json
 import os
 import re
 import signal
-import time
 
 import pytest
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from judgekit import imports, runner, store
-from tests.browser import SERVERS, chromium_page, streamlit_server, wait_for_app
-from tests.conftest import DATA
+from tests.browser import SERVERS, chromium_page, goto, streamlit_server, wait_for_app
+from tests.conftest import DATA, wait_until
 from tests.scripted_server import ScriptedServer, slow
 
 pytestmark = pytest.mark.browser
-
-
-def goto(page, base: str, link: str, heading: str) -> None:
-    page.get_by_role("link", name=link).first.click()
-    page.get_by_role("heading", name=heading).first.wait_for()
-    wait_for_app(page)
-
-
-def wait_until(predicate, timeout: float = 90.0, message: str = "condition") -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.25)
-    raise AssertionError(f"timed out waiting for {message}")
 
 
 def crosstab_from_store(engine, run_name: str, row: str, col: str) -> list[list[int]]:
@@ -65,13 +49,13 @@ def test_main_flow(engine, db_url, tmp_path):
             assert store.row_counts(s)["examples"] == 600
 
         # Data: a malformed upload is refused with the CLI's message, naming file, line and field
-        goto(page, base, "Data", "Data")
+        goto(page, "Data", "Data")
         page.locator("input[type=file]").set_input_files(str(DATA / "malformed" / "duplicate_id.jsonl"))
         page.get_by_text("duplicate_id.jsonl:3: field 'id': duplicate id 'q-001' (first on line 1)").wait_for()
         page.screenshot(path=tmp_path / "data.png")
 
         # Run: a single + split pair on the simulated judge over the same 40 examples
-        goto(page, base, "Run", "Run")
+        goto(page, "Run", "Run")
         sample = page.get_by_label("Examples (seeded sample)")
         sample.fill("40")
         sample.press("Enter")
@@ -90,8 +74,8 @@ def test_main_flow(engine, db_url, tmp_path):
         page.screenshot(path=tmp_path / "run.png")
 
         # Cross-tabs: the table's counts equal the database's
-        goto(page, base, "Cross-tabs", "Cross-tabs")
-        page.get_by_text("As text (seed 003's layout)").click()
+        goto(page, "Cross-tabs", "Cross-tabs")
+        page.get_by_text("As plain text").click()  # seed 003's layout
         code = page.locator("[data-testid='stCode']").first.inner_text()
         source = code.splitlines()[0].split()[0].removeprefix("run:")
         row_line, fail_line = (ln for ln in code.splitlines() if re.search(r"\s(pass|fail)\s+\d+\s+\d+\s+\(", ln))
@@ -101,15 +85,15 @@ def test_main_flow(engine, db_url, tmp_path):
         page.screenshot(path=tmp_path / "crosstabs.png")
 
         # Associations: phi heatmaps side by side (at least two), the audit
-        goto(page, base, "Associations", "Associations")
+        goto(page, "Associations", "Associations")
         page.locator("[data-testid='stPlotlyChart']").nth(1).wait_for()
         assert page.locator("[data-testid='stPlotlyChart']").count() >= 2
         page.screenshot(path=tmp_path / "associations.png")
 
-        goto(page, base, "Compare", "Compare")
+        goto(page, "Compare", "Compare")
         page.locator("[data-testid='stPlotlyChart']").first.wait_for()
         page.screenshot(path=tmp_path / "compare.png")
-        goto(page, base, "Agreement", "Agreement")
+        goto(page, "Agreement", "Agreement")
         page.screenshot(path=tmp_path / "agreement.png")
         errors = page.locator("[data-testid='stException']").count()
         assert errors == 0
@@ -145,7 +129,7 @@ def test_untrusted_text_never_executes(engine, db_url, tmp_path, cli):
         for link, heading in (("Cross-tabs", "Cross-tabs"), ("Compare", "Compare")):
             page.goto(base)
             page.get_by_role("heading", name="Workspace").wait_for()
-            goto(page, base, link, heading)
+            goto(page, link, heading)
             page.get_by_role("combobox").first.click()  # the dataset picker (two datasets)
             page.get_by_role("option", name=re.compile("^xss")).click()
             wait_for_app(page)
@@ -168,7 +152,7 @@ def test_server_killed_during_background_run_resumes_exactly(engine, db_url, tmp
                 chromium_page() as page:
             page.goto(base)
             page.get_by_role("heading", name="Workspace").wait_for()
-            goto(page, base, "Run", "Run")
+            goto(page, "Run", "Run")
             page.get_by_text("OpenAI-compatible endpoint").click()
             wait_for_app(page)
             page.get_by_label("Base URL").fill(srv.base_url)

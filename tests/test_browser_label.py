@@ -10,7 +10,7 @@ from sqlalchemy.orm import Session
 
 from judgekit import labeling, store
 from judgekit.labeling import SampleSpec
-from tests.browser import chromium_page, streamlit_server
+from tests.browser import choose_option, chromium_page, screenshot, streamlit_server
 from tests.conftest import load_demo, simulated_runs
 
 pytestmark = pytest.mark.browser
@@ -22,6 +22,8 @@ def workspace_with_runs(engine, db_url):
     simulated_runs(load_demo(engine, 24), db_url)
     with Session(engine) as s, s.begin():
         labeling.create_label_set(s, "kbd", dataset="demo", rubric="demo", spec=SampleSpec("random", size=5, seed=4))
+        labeling.create_label_set(s, "scores", dataset="demo", rubric="demo-scale",
+                                  spec=SampleSpec("random", size=3, seed=5))
     return engine
 
 
@@ -85,6 +87,8 @@ def test_label_three_examples_with_the_keyboard(app_url, workspace_with_runs, tm
         name = page.get_by_label("Your name")
         name.fill("kb")
         name.press("Enter")
+        settle(page, "Item 1 of 3")  # the newest set (scores) opens first: choose the binary one
+        choose_option(page, "Label set", "kbd")
         settle(page, "Item 1 of 5")
         page.evaluate("document.activeElement && document.activeElement.blur()")  # shortcuts pause in text boxes
 
@@ -108,3 +112,49 @@ def test_label_three_examples_with_the_keyboard(app_url, workspace_with_runs, tm
     got = {(r["example_id"], r["criterion"]): r["value"] for r in rows if r["annotator"] == "kb"}
     expected = {(ext[items[n]], keys[i - 1]): v for n, plan in enumerate(plans) for i, v in plan.items()}
     assert got == expected
+
+
+def chosen_colour(page, kind: str, key: str, value: str) -> str:
+    return page.evaluate(f"""() => getComputedStyle(document.querySelector(
+        '[class*="st-key-label_chosen-{kind}-{key}-{value}"] button')).backgroundColor""")
+
+
+def test_scores_have_keys_chosen_buttons_their_colour_and_the_help_stays_on_screen(app_url, workspace_with_runs,
+                                                                                  tmp_path):
+    engine = workspace_with_runs
+    with Session(engine) as s:
+        info = labeling.get_label_set(s, "scores")
+        items = labeling.label_set_items(s, info.id)
+    with chromium_page(1400, 1000) as page:
+        page.set_default_timeout(10_000)
+        page.goto(f"{app_url}/label")
+        name = page.get_by_label("Your name")
+        name.fill("kb")
+        name.press("Enter")
+        settle(page, "Item 1 of 3")
+        page.evaluate("document.activeElement && document.activeElement.blur()")
+        # correctness 4 (F), helpfulness 5 (N), clarity 2 (W), safety 3 (K): the letters on the buttons
+        for n, key in enumerate(("F", "N", "W", "K"), start=1):
+            press_until(page, key, f"{n} of 4 criteria chosen")
+        assert chosen_colour(page, "score", "correctness", "4") == "rgb(31, 95, 174)"
+        for level in info.criteria[0].levels.values():  # the level descriptions are on the page
+            assert page.get_by_text(level, exact=False).count() >= 1
+        page.locator('[data-testid="stMain"]').evaluate("m => m.scrollTo(0, m.scrollHeight)")
+        keys = page.locator('[data-testid="stSidebar"]').get_by_text("score 1–5").first.bounding_box()
+        assert keys and keys["y"] >= 0 and keys["y"] + keys["height"] <= 1000  # the help is always on screen
+        press_until(page, "Enter", "Item 2 of 3 · 1 of 3 labelled by kb")
+
+        choose_option(page, "Label set", "kbd")
+        settle(page, "Item 1 of 5")
+        page.evaluate("document.activeElement && document.activeElement.blur()")
+        press_until(page, "1", "1 of 6 criteria chosen")
+        press_until(page, "Shift+2", "2 of 6 criteria chosen")
+        passed = chosen_colour(page, "pass", "answers_question", "1")
+        failed = chosen_colour(page, "fail", "cites_source", "0")
+        assert passed == "rgb(27, 127, 59)" and failed == "rgb(179, 38, 30)"  # green and red, never alike
+        page.locator('[data-testid="stMain"]').evaluate("m => m.scrollTo(0, 0)")
+        screenshot(page, "label", tmp_path)
+    with Session(engine) as s:
+        got = {r["criterion"]: r["value"] for r in store.labels_for_dataset(s, info.dataset_id)
+               if r["annotator"] == "kb" and r["example_id"] == s.get(store.Example, items[0]).ext_id}
+    assert got == {"correctness": 4, "helpfulness": 5, "clarity": 2, "safety": 3}

@@ -32,6 +32,14 @@ def test_help_of_every_command_loads_no_heavy_library():
     assert [m for m in loaded_after(code) if m in HEAVY and m != "pydantic"] == []
 
 
+def test_the_dashboard_modules_load_no_http_client():
+    """The pages' helpers read the store and draw; the openai client (and its HTTP stack) loads only when a
+    judge call, a batch or an endpoint check is made."""
+    loaded = loaded_after("import judgekit.ui, judgekit.ui_noise, judgekit.ui_bundles, judgekit.actions, "
+                          "judgekit.jobs, judgekit.findings, judgekit.figures, judgekit.signin")
+    assert [m for m in loaded if m in ("openai", "httpx", "httpx2")] == []
+
+
 def test_import_judgekit_loads_nothing_else():
     assert [m for m in loaded_after("import judgekit") if m in HEAVY] == []
 
@@ -52,3 +60,20 @@ def test_critique_help_names_the_checks_critique_defines():
     from judgekit import cli_scale, critique
 
     assert tuple(critique.CHECKS) == cli_scale.CHECK_NAMES
+
+
+def test_bundles_help_names_the_category_field_bundles_defines():
+    from judgekit import bundles, cli_bundle
+
+    assert cli_bundle.CATEGORY_FIELD == bundles.CATEGORY_FIELD
+
+
+def test_every_cli_module_can_be_imported_first():
+    """No import cycle inside the CLI: each sub-module imports only cli_common, so any may load first."""
+    import pkgutil
+
+    import judgekit
+
+    names = [m.name for m in pkgutil.iter_modules(judgekit.__path__) if m.name.startswith("cli")]
+    for name in names:
+        subprocess.run([sys.executable, "-c", f"import judgekit.{name}"], check=True, timeout=120)

@@ -7,7 +7,6 @@ import json
 import math
 import subprocess
 import sys
-import time
 
 import openai
 import pytest
@@ -131,22 +130,20 @@ def test_usage_without_cached_tokens_is_none():
 
 def test_429_retry_after_seconds_is_honoured():
     with ScriptedServer([status(429, retry_after=0.3), ok()]) as srv:
-        started = time.perf_counter()
         result = call_one(judge_for(srv))
-        elapsed = time.perf_counter() - started
         assert srv.steps_used == 2  # openai's own retries are off: every attempt is ours and counted
     assert result.status == "ok"
     assert (result.attempts, result.retries) == (2, 1)
-    assert elapsed >= 0.3
+    # the wait asked for is the server's 0.3 s plus at most 10 % jitter (not the 0.5 s default backoff);
+    # the requested delay is asserted, not the wall clock (a shared machine makes that flaky)
+    assert 0.3 <= result.backoff_s <= 0.33 and result.total_s >= result.backoff_s
 
 
 def test_429_retry_after_ms_is_honoured():
     with ScriptedServer([status(429, retry_after_ms=250), status(429, retry_after_ms=50), ok()]) as srv:
-        started = time.perf_counter()
         result = call_one(judge_for(srv))
-        elapsed = time.perf_counter() - started
     assert result.status == "ok" and result.retries == 2
-    assert elapsed >= 0.3
+    assert 0.3 <= result.backoff_s <= 0.33  # 250 ms + 50 ms, each with at most 10 % jitter
 
 
 def test_500_burst_is_retried_with_backoff():
@@ -190,22 +187,17 @@ def test_connection_reset_exhausted_is_a_clear_error():
 
 def test_slow_reply_times_out_then_succeeds_on_retry():
     with ScriptedServer([slow(1.5), ok()]) as srv:
-        started = time.perf_counter()
         result = call_one(judge_for(srv, timeout_s=0.3))
-        elapsed = time.perf_counter() - started
-    assert result.status == "ok" and result.retries == 1
-    assert elapsed < 1.4  # did not wait out the 1.5 s reply
+    # the 1.5 s reply would have been a valid one: a retry shows the client gave up on it at its timeout
+    assert result.status == "ok" and result.retries == 1 and result.attempts == 2
 
 
 def test_slow_replies_exhaust_retries_into_a_timeout_error():
     with ScriptedServer(default=slow(1.5)) as srv:
-        started = time.perf_counter()
         result = call_one(judge_for(srv, timeout_s=0.2, max_retries=1))
-        elapsed = time.perf_counter() - started
     assert result.status == "error"
-    assert "timeout after 0.2s" in result.error
+    assert "timeout after 0.2s" in result.error  # each attempt ended at the client's timeout, not the reply
     assert result.attempts == 2
-    assert elapsed < 1.4  # did not wait out the 1.5 s reply
 
 
 # ---------------------------------------------------------------------- unscored, never failed
@@ -281,7 +273,8 @@ def test_once_a_mode_worked_an_unrelated_400_is_an_error_not_a_fallback():
         first, second = call(judge, 2)
         formats = srv.formats
     assert first.status == "ok"
-    assert second.status == "error" and "maximum context length" in second.error
+    assert second.status == "rejected" and "maximum context length" in second.error  # permanent: not retried
+    assert second.attempts == 1
     assert formats == ["json_schema", "json_schema"]
     assert known_structured_mode(judge) == "json_schema"
 
@@ -427,10 +420,16 @@ def test_circuit_breaker_resets_on_success():
 
 
 def test_server_models_route_stats_and_concurrency():
+    in_flight = [0, 0]  # now, most at once (the handlers run on the server's one event loop)
+
     async def handler(body: dict) -> Reply:
-        reply = echo_reply(body)
-        reply.delay_s = 0.05
-        return reply
+        in_flight[0] += 1
+        in_flight[1] = max(in_flight[1], in_flight[0])
+        try:
+            await asyncio.sleep(0.05)
+        finally:
+            in_flight[0] -= 1
+        return echo_reply(body)
 
     async def go(judge):
         client = make_client(judge)
@@ -444,14 +443,12 @@ def test_server_models_route_stats_and_concurrency():
             await client.close()
 
     with ServerThread(handler) as srv:
-        started = time.perf_counter()
         models, results = asyncio.run(go(judge_for(srv)))
-        elapsed = time.perf_counter() - started
         stats = srv.stats
         assert stats.completions == 64 and stats.by_format["json_schema"] == 64
     assert [m.id for m in models.data] == ["judgekit-test"]
     assert all(r.ok for r in results)
-    assert elapsed < 2.5  # 64 concurrent 50 ms replies, not 64 sequential ones (3.2 s)
+    assert in_flight[1] > 1  # the 64 calls overlapped at the server, not one after another
 
 
 def test_server_subprocess_entry_point_echoes_every_schema_key():
@@ -485,3 +482,48 @@ def test_openai_client_sees_server_errors_in_openai_shape():
         asyncio.run(go(srv.base_url))
     assert err.value.response.headers["retry-after"] == "1"
     assert err.value.body["code"] == 429
+
+
+# ---------------------------------------------------------------- hardening: permanent, envelopes, ladder
+
+
+@pytest.mark.parametrize(
+    "code, message",
+    [
+        (400, "This model's maximum context length is 8192 tokens. However, your messages resulted in 9000 tokens."),
+        (400, "The decoder prompt (length 5000) is longer than the maximum model length of 4096."),
+        (400, "the request exceeds the available context size, try increasing it"),
+        (400, "prompt is too long: 210000 tokens > 200000 maximum"),
+        (400, "The response was filtered due to the prompt triggering Azure OpenAI's content management policy."),
+        (413, "Request Entity Too Large"),
+    ],
+)
+def test_per_example_refusals_are_rejected_after_one_attempt(code, message):
+    with ScriptedServer(default=status(code, message=message)) as srv:
+        result = call_one(judge_for(srv))
+        sent = len(srv.requests)
+    assert result.status == "rejected" and result.rejected and not result.ok
+    assert sent == 1 and result.attempts == 1 and result.retries == 0
+
+
+@pytest.mark.parametrize(
+    "code, message",
+    [
+        (400, "max_tokens is too large: 50000. This model supports at most 4096 completion tokens."),
+        (401, "Incorrect API key provided."),
+        (404, "The model `gpt-9` does not exist."),
+    ],
+)
+def test_endpoint_wide_errors_stay_ordinary_failures_for_the_breaker(code, message):
+    with ScriptedServer(default=status(code, message=message)) as srv:
+        result = call_one(judge_for(srv))
+    assert result.status == "error"
+
+
+def test_an_error_envelope_without_choices_is_a_failed_call_with_its_message():
+    vllm_style = json.dumps({"object": "error", "message": "upstream worker died", "code": 500}).encode()
+    with ScriptedServer(default=Reply(raw_body=vllm_style)) as srv:
+        result = call_one(judge_for(srv, max_retries=2))
+        sent = len(srv.requests)
+    assert result.status == "error" and "without choices" in result.error and "upstream worker died" in result.error
+    assert sent == 3 and result.retries == 2  # retried like a 5xx

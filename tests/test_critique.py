@@ -255,13 +255,14 @@ def test_simulated_critic_recovers_the_planted_properties(engine, sim_ab, cli):
 
 
 def _page() -> AppTest:
-    at = AppTest.from_file(str(config.REPO_DIR / "pages" / "prompt_ab.py"), default_timeout=90)
-    at.run()
+    at = AppTest.from_file(str(config.REPO_DIR / "app.py"), default_timeout=90)
+    at.switch_page("pages/prompt_ab.py").run()  # pages run under app.py's router
     assert not at.exception, at.exception
     return at
 
 
-def test_prompt_ab_page_empty_state(engine):
+def test_prompt_ab_page_empty_state(engine, monkeypatch):
+    monkeypatch.chdir(config.REPO_DIR)  # the app's .streamlit/config.toml: served on loopback only
     at = _page()
     assert "needs two runs" in at.info[0].value
 

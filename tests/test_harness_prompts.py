@@ -15,15 +15,9 @@ from judgekit.harness import (
     shuffled,
 )
 from judgekit.rubric import Criterion, KORule, Rubric
+from tests.conftest import DEMO_KEYS
 
-KEYS = [
-    "answers_question",
-    "cites_source",
-    "grounded",
-    "no_fabrication",
-    "refuses_when_unanswerable",
-    "concise",
-]
+KEYS = DEMO_KEYS
 RUBRIC = Rubric("demo", tuple(Criterion(k, f"Question about {k}?") for k in KEYS))
 SCALE = Rubric(
     "scale",

@@ -16,9 +16,9 @@ import pytest
 from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
-from judgekit import imports, labeling, store
+from judgekit import imports, labeling, reports, store
 from judgekit.labeling import SampleSpec
-from tests.conftest import load_demo, simulated_runs
+from tests.conftest import copy_reference_labels, load_demo, simulated_runs
 
 BACKENDS = ("sqlite", "postgresql")  # the report and labeling paths run on both stores
 
@@ -147,6 +147,10 @@ def test_cli_create_and_list(mini, cli):
 
 BAD_ARGS = [
     (["--strategy", "sometimes"], "--strategy must be one of"),
+    (["--strategy", "cell", "--run", "R1", "--run", "R2", "--row", "a", "--col", "b"],
+     "--strategy cell takes one --run, got 2"),
+    (["--strategy", "decide", "--row", "a"], "--row does not apply to --strategy decide"),
+    (["--strategy", "decide", "--run", "nope"], "no run named or numbered 'nope'"),
     (["--strategy", "cell", "--row", "a", "--col", "b"], "--strategy cell needs --run"),
     (["--run", "R1"], "--run does not apply to --strategy random"),
     (["--strategy", "cell", "--run", "R1", "--row", "a", "--col", "b", "--cell", "fail-pass"], "--cell must be"),
@@ -259,6 +263,52 @@ def test_inter_annotator_kappa_and_alpha(labelled):
     assert {p["a"] for p in rel["a"].pairs} | {p["b"] for p in rel["a"].pairs} == {"ana", "bob", "cy"}  # no dee
 
 
+def test_alpha_is_the_same_on_the_agreement_and_label_paths(labelled):
+    """One reliability function behind both pages: the Agreement page (reports.annotator_agreement, also
+    `judgekit report agreement`) and the Label page (labeling.inter_annotator over a label set's items)
+    give the same α, n and pairs — with the adjudicators dee and eve settling, not rating."""
+    with Session(labelled) as s:
+        ds = store.get_dataset(s, "mini")
+        crits = store.load_rubric(s, "pair").criteria
+        label_page = {r.criterion: r for r in labeling.inter_annotator(s, ds.id, crits,
+                                                                     example_ids=list(store.example_ids(s, ds.id).values()))}
+        agreement_page = reports.annotator_agreement(s, ds)
+    assert agreement_page.annotators == ["ana", "bob", "cy"] and agreement_page.adjudicators == ["dee", "eve"]
+    for key, e in agreement_page.criteria.items():
+        r = label_page[key]
+        assert e["n_units"] == r.n_units and [(p["a"], p["b"], p["n"]) for p in e["pairs"]] == [
+            (p["a"], p["b"], p["n"]) for p in r.pairs], key
+        assert [p["kappa"] for p in e["pairs"]] == pytest.approx([p["kappa"] for p in r.pairs], nan_ok=True)
+        assert e["alpha"] == pytest.approx(r.alpha, nan_ok=True), key
+    # a, among ana, bob, cy over the pairable m-01 (1,1,0), m-02 (1,0), m-03 (1,0), m-07 (0,0) (m-04 has one
+    # sure label): coincidences o11 = 1, o10 = o01 = 3, o00 = 2; n = 9, n1 = 4, n0 = 5
+    # → α = 1 − (n − 1)·(o01 + o10) / (2·n0·n1) = 1 − 8·6/40 = −0.2. (Counting dee and eve as raters gave −0.43.)
+    assert agreement_page.criteria["a"]["alpha"] == pytest.approx(-0.2) and agreement_page.criteria["a"]["n_units"] == 4
+    assert label_page["a"].alpha == pytest.approx(-0.2)
+    assert "adjudicators, not counted: dee, eve" in reports.render_agreement_table(
+        reports.AgreementReport("run:R1", "j", "human", "h", {}, annotators=agreement_page))
+
+
+def test_health_counts_the_same_rater_pairs_as_the_agreement_page(labelled):
+    """Criterion health's annotator κ comes from annotators.rater_kappas: the same pairs (adjudicators dee
+    and eve left out) and the same κ as the reliability behind the Agreement and Label pages."""
+    from judgekit import annotators
+
+    with Session(labelled) as s:
+        ds = store.get_dataset(s, "mini")
+        crits = store.load_rubric(s, "pair").criteria
+        names = reports.human_annotators(s, ds)
+        _, _, L, _ = reports.label_tensor(s, reports.example_index(s, ds.id), crits, names)
+        roles = store.annotator_roles(s, names)
+        agreement_page = reports.annotator_agreement(s, ds)
+    pairs = annotators.rater_kappas(L, names, roles, crits)
+    assert {"dee", "eve"} <= set(names) and [(a, b) for a, b, _ in pairs] == [
+        (p["a"], p["b"]) for p in agreement_page.criteria["a"]["pairs"]]
+    for j, c in enumerate(crits):
+        want = [p["kappa"] for p in agreement_page.criteria[c.key]["pairs"]]
+        assert [float(m.kappa[j]) for _, _, m in pairs] == pytest.approx(want, nan_ok=True), c.key
+
+
 def test_disagreements_list(labelled):
     with Session(labelled) as s:
         crits = store.load_rubric(s, "pair").criteria
@@ -334,6 +384,57 @@ def test_two_annotators_writing_at_once_lose_nothing(engine, db_url, tmp_path):
     assert len(rows) == 1000
     assert {r["annotator"] for r in rows} == {"p1", "p2"}
     assert {r["note"] for r in rows if r["annotator"] == "p1"} == {f"p1 {i}" for i in range(500)}
+
+
+# --------------------------------------------------------------------------------------------- decide
+
+
+def test_decide_labels_what_the_audit_cannot_decide(engine, db_url, cli):
+    from judgekit import reports
+
+    load_demo(engine, 200)
+    simulated_runs(engine, db_url)  # harness-single-call, harness-split-call
+    # nobody but the planted `reference` has labelled: decide starts with a random sample
+    r = cli("label-set", "create", "first", "--dataset", "demo", "--rubric", "demo", "--strategy", "decide",
+            "--size", "40", "--seed", "1")
+    assert r.exit_code == 0, r.output
+    assert "random (no labels yet)" in r.output
+    with Session(engine) as s:
+        first = labeling.label_set_items(s, labeling.get_label_set(s, "first").id)
+    copy_reference_labels(engine, "ana", first)
+    with Session(engine) as s:
+        sources = reports.load_sources(s, ["harness-single-call", "harness-split-call"], human=True, dataset="demo")
+        audit = reports.phi_report(sources)
+        split = reports.load_run(s, "harness-split-call")
+    undecided = {f"{a.a} × {a.b}": a for a in audit.audit if a.verdict == "undecided"}
+    assert undecided, [a.verdict for a in audit.audit]
+
+    r = cli("label-set", "create", "second", "--dataset", "demo", "--rubric", "demo", "--strategy", "decide",
+            "--size", "30", "--seed", "2", "--run", "harness-single-call", "--run", "harness-split-call")
+    assert r.exit_code == 0, r.output
+    with Session(engine) as s:
+        info = labeling.get_label_set(s, "second")
+        second = labeling.label_set_items(s, info.id)
+    assert info.strategy["kind"] == "decide" and info.strategy["runs"] == ["harness-single-call", "harness-split-call"]
+    assert "decide the audit's undecided pairs" in info.strategy["description"]
+    assert set(info.strategy["strata"]) <= set(undecided)  # only the pairs the audit left open
+    assert len(second) == 30 and not set(second) & set(first)  # nobody has labelled them yet
+    # every pick lies in a cell the plan asks for (of the reference harness, split), for some open pair
+    rows = split.index.rows_of(np.array(second))
+    wanted = set()
+    for row in undecided.values():
+        i, j = split.col(row.a), split.col(row.b)
+        # a pair whose humans' phi is still undefined asks for answers the reference fails on
+        cells = row.label_more.cells if row.label_more else {"pass/fail": 1, "fail/pass": 1, "fail/fail": 1}
+        wanted |= {(i, j, name) for name, share in cells.items() if share > 0}
+    B = split.binary
+    cell_names = ("pass/pass", "pass/fail", "fail/pass", "fail/fail")
+
+    def cell(r, i, j):
+        return cell_names[int(2 * (B[r, i] == 0) + (B[r, j] == 0))]
+
+    served = [any(cell(r, i, j) == name for i, j, name in wanted) for r in rows]
+    assert sum(served) >= 25, sum(served)  # a few may top up at random once wanted cells run dry
 
 
 # --------------------------------------------------------------------------------------------- page (AppTest)
@@ -529,3 +630,31 @@ def test_page_scale_criteria(engine):
     at.button(key="label_save").click().run()
     assert not at.exception and "Item 2 of 2" in page_text(at)
     assert labels_of(engine, "sam") == {(first, k): (v, None) for k, v in scores.items()}
+
+
+def test_page_shows_the_rubric_beside_the_buttons_and_the_set_as_a_whole(judged):
+    with Session(judged) as s, s.begin():
+        info = labeling.create_label_set(s, "scored", dataset="demo", rubric="demo-scale",
+                                         spec=SampleSpec("random", size=3, seed=2))
+        rubric = store.load_rubric(s, "demo-scale")
+        items = labeling.label_set_items(s, info.id)
+        # someone else has labelled the first item (a consensus on every criterion) and split the second
+        store.upsert_labels(s, [{"example_id": items[0], "criterion": c.key, "annotator": who, "value": 4}
+                                for c in rubric.criteria for who in ("bo", "cy")]
+                            + [{"example_id": items[1], "criterion": "clarity", "annotator": who, "value": v}
+                               for who, v in (("bo", 5), ("cy", 1))])
+    at = open_label_page()
+    at.selectbox(key="label_set").set_value("scored").run()
+    text = page_text(at).replace("\\", "")
+    for c in rubric.criteria:  # every question and every level description is on the page, not in a tooltip
+        assert c.question in text.replace("\n", " ")
+        assert all(level in text for level in c.levels.values())
+    assert "Label set scored: 3 items · labelled by bo 2, cy 2 · consensus on every criterion: 1 · split (a tie): 1" \
+        in text
+    shortcuts = [at.button(key=f"label_{c.key}_{v}").proto.shortcut for c in rubric.criteria for v in range(1, 6)]
+    assert len(set(shortcuts)) == 20 and all(len(k) == 1 and k.isalpha() for k in shortcuts)  # every score a key
+    assert {"c", "r"}.isdisjoint(k.lower() for k in shortcuts)  # Streamlit keeps C and R for itself
+    # a chosen score is drawn chosen; the keys are listed in the sidebar
+    at.button(key=f"label_{rubric.criteria[0].key}_4").click().run()
+    assert at.button(key=f"label_{rubric.criteria[0].key}_4").proto.icon == ":material/check:"
+    assert any("score 1–5" in str(m.value) for m in at.sidebar.markdown)

@@ -11,18 +11,16 @@ from __future__ import annotations
 
 import itertools
 import json
-import os
-import sqlite3
 from pathlib import Path
 
 import pytest
 from sqlalchemy import select, update
-from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session
 from streamlit.testing.v1 import AppTest
 
-from judgekit import imports, reports, runner, simjudge, store, ui
+from judgekit import imports, reports, runner, simjudge, sources, store, ui
 from judgekit.harness import parse_harness
+from tests.conftest import DEMO_KEYS, private_copy
 
 APP = Path(__file__).resolve().parents[1] / "app.py"
 PAGES = ("pages/crosstabs.py", "pages/associations.py", "pages/compare.py", "pages/agreement.py")
@@ -35,18 +33,7 @@ TITLES = {
 PAYLOAD = "<script>window.pwned=1</script>"
 HOSTILE_ID = "hostile-1"
 N_EXAMPLES = 120
-CRITERIA = [
-    "answers_question",
-    "cites_source",
-    "grounded",
-    "no_fabrication",
-    "refuses_when_unanswerable",
-    "concise",
-]
-
-
-def _db_file(url: str) -> str:
-    return make_url(url).database
+CRITERIA = DEMO_KEYS
 
 
 @pytest.fixture(scope="module")
@@ -129,14 +116,7 @@ def built(tmp_path_factory) -> str:
 @pytest.fixture
 def populated(built, db_url) -> str:
     """A private copy of the built workspace at this test's JUDGEKIT_DB_URL."""
-    target = _db_file(db_url)
-    os.makedirs(os.path.dirname(target), exist_ok=True)
-    src, dst = sqlite3.connect(built), sqlite3.connect(target)
-    with dst:
-        src.backup(dst)
-    src.close()
-    dst.close()
-    return db_url
+    return private_copy(built, db_url)
 
 
 def app() -> AppTest:
@@ -209,8 +189,16 @@ def test_dataset_without_runs_or_labels(page, cli):
 # --------------------------------------------------------------------------------------------- cross-tabs
 
 
-def store_counts(db_url: str, run: str, row: str, col: str) -> dict[tuple[int, int], int]:
-    """Counts computed straight from store.Verdict rows (no reports / stats code)."""
+def labelled_by(db_url: str, annotator: str) -> set[int]:
+    """Internal ids of the examples ``annotator`` labelled, straight from the label rows."""
+    with Session(store.engine_for(db_url)) as s:
+        return set(s.scalars(select(store.Label.example_id).join(store.Annotator)
+                             .where(store.Annotator.name == annotator, store.Label.value.is_not(None))))
+
+
+def store_counts(db_url: str, run: str, row: str, col: str, only: set[int] | None = None
+                 ) -> dict[tuple[int, int], int]:
+    """Counts computed straight from store.Verdict rows (no reports / stats code), over ``only`` if given."""
     with Session(store.engine_for(db_url)) as s:
         r = store.get_run(s, run)
         keys = {c.id: c.key for c in store.criterion_rows(s, r.rubric_id)}
@@ -223,6 +211,8 @@ def store_counts(db_url: str, run: str, row: str, col: str) -> dict[tuple[int, i
             if keys[cid] in by and value is not None:
                 by[keys[cid]][ex] = value
     both = set(by[row]) & set(by[col])
+    if only is not None:
+        both &= only
     out = {(a, b): 0 for a in (1, 0) for b in (1, 0)}
     for ex in both:
         out[(by[row][ex], by[col][ex])] += 1
@@ -271,7 +261,7 @@ def test_constant_column_is_explained_in_words(populated):
     assert not at.exception
     warnings = " ".join(texts(at, "alert")).replace("\\", "")
     assert "every verdict of cites_source under run all-pass is pass" in warnings
-    assert len(at.get("plotly_chart")) == 4  # three heatmaps and the difference
+    assert len(at.get("plotly_chart")) == 2  # the three matrices in one figure, and the difference
 
 
 # --------------------------------------------------------------------------------------------- associations
@@ -281,9 +271,23 @@ def test_audit_verdict_per_pair_and_handoff_to_crosstabs(populated):
     at = open_page("pages/associations.py")
     audit = table(at, "verdict")
     assert len(audit) == len(list(itertools.combinations(CRITERIA, 2)))
-    assert all(v == "real" or v == "undecided" or v.startswith("induced by ") for v in audit["verdict"])
+    words = ("real", "none", "undecided", "induced by ", "distorted by ")
+    assert all(any(v.startswith(w) for w in words) for v in audit["verdict"])
     assert any(col.startswith("run sim-single") for col in audit.columns)
     assert any(col == "the human column" for col in audit.columns)
+    # the page shows what `report phi` says, with the runs' display names instead of their keys
+    with Session(store.engine_for(populated)) as s:
+        srcs = reports.load_sources(s, ["sim-single", "sim-split", "all-pass"], human=True, dataset="demo")
+    expected = reports.phi_report(srcs, n_boot=1000)
+    for row, a in zip(audit.to_dict("records"), expected.audit, strict=True):
+        assert row["pair"] == f"{a.a} × {a.b}"
+        assert row["verdict"].split(" by ")[0] == a.verdict
+        assert row["evidence"].split(":")[0] == a.note.split(":")[0]
+        assert bool(row["label next"]) == (a.label_more is not None)
+    captions = " ".join(texts(at, "caption")).replace("\\", "")
+    assert "Benjamini" in captions and "reference harness" in captions and "undecided: label about k more" in captions
+    summary = " ".join(texts(at, "markdown")).replace("\\", "")
+    assert any(w in summary for w in ("induced by run sim-single", "real", "undecided"))
 
     split = run_key(populated, "sim-split")
     at.selectbox(key="as_pair").set_value("grounded × no_fabrication")
@@ -294,6 +298,16 @@ def test_audit_verdict_per_pair_and_handoff_to_crosstabs(populated):
     assert at.selectbox(key="ct_source").value == split
     assert at.selectbox(key="ct_row").value == "grounded"
     assert at.selectbox(key="ct_col").value == "no_fabrication"
+    # the Associations page counted only the labelled answers (humans shown), and the choice carries over
+    assert at.toggle(key="ct_labelled").value
+    counts = store_counts(populated, "sim-split", "grounded", "no_fabrication", only=labelled_by(populated, "ana"))
+    assert list(table(at, "row total")["no_fabrication pass"]) == [counts[(1, 1)], counts[(0, 1)]]
+    # (AppTest stays on the page it was switched to by the test; the next run is a fresh Cross-tabs)
+    at = AppTest.from_file(str(APP), default_timeout=60)
+    at.switch_page("pages/crosstabs.py")
+    at.query_params.update({"source": split, "row": "grounded", "col": "no_fabrication", "labelled": "False"})
+    at.run()
+    assert not at.toggle(key="ct_labelled").value
     counts = store_counts(populated, "sim-split", "grounded", "no_fabrication")
     assert list(table(at, "row total")["no_fabrication pass"]) == [counts[(1, 1)], counts[(0, 1)]]
 
@@ -318,8 +332,9 @@ def test_compare_matches_reports(populated):
     for k, f in expected.flips.items():
         assert (flips.loc[k, "A fail"], flips.loc[k, "B fail"]) == (f.a_fail, f.b_fail)
         assert (flips.loc[k, "fail→pass"], flips.loc[k, "pass→fail"]) == (f.fail_to_pass, f.pass_to_fail)
-    charts = at.get("plotly_chart")
-    assert len(charts) == 2  # attribution and cost vs agreement
+    charts = {c.key for c in at.get("plotly_chart")}
+    assert {"cmp_attribution", "cmp_cost_agreement"} <= charts <= {"cmp_attribution", "cmp_cost_agreement",
+                                                                    "cmp_plan_curve"}  # + the planner's curve
     frame = table(at, "mean_kappa")
     assert set(frame["run"]) == {"sim-single", "sim-split", "all-pass"}
     assert table(at, "answer").shape[0] > 0
@@ -333,11 +348,15 @@ def test_agreement_matches_reports(populated):
     at.selectbox(key="ag_run").set_value(run_key(populated, "sim-split")).run()
     with Session(store.engine_for(populated)) as s:
         expected = reports.agreement_report(reports.load_run(s, "sim-split"), reports.load_human(s, "demo"))
-    tab = table(at, "κ 95% CI").set_index("criterion")
+    tab = table(at, "κ [95% CI]").set_index("criterion")
     for k, e in expected.criteria.items():
         assert tab.loc[k, "n"] == e["n"] == 60
-        assert tab.loc[k, "κ"] == ui.fmt(e["kappa"])
-    assert table(at, "κ 95% CI", 1).shape[0] == len(CRITERIA)
+        assert tab.loc[k, "κ [95% CI]"] == reports.interval_text(e["kappa"], *e["kappa_ci"])
+        assert tab.loc[k, "accuracy [95% CI]"] == reports.interval_text(e["accuracy"], *e["accuracy_ci"])
+    pooled = table(at, "value [95% CI]").set_index("pooled")
+    for label, key in (("macro κ", "macro_kappa"), ("micro κ", "micro_kappa"), ("accuracy", "accuracy")):
+        assert pooled.loc[label, "value [95% CI]"] == reports.interval_text(**expected.pooled[key])
+    assert table(at, "κ [95% CI]", 1).shape[0] == len(CRITERIA)
     infos = " ".join(texts(at, "alert"))
     assert "Needs two annotators" in infos  # ana alone (reference left out)
     at.checkbox(key="ag_include_reference").check().run()
@@ -366,7 +385,7 @@ def test_agreement_on_scale_criteria(populated):
     at.selectbox(key="ag_run").set_value(run_key(populated, "scale"))
     at.selectbox(key="ag_human").set_value("annotator:reference").run()
     assert not at.exception
-    tab = table(at, "κ 95% CI").set_index("criterion")
+    tab = table(at, "κ [95% CI]").set_index("criterion")
     assert {"mean |Δ|", "weighted κ", "Spearman"} <= set(tab.columns)
     with Session(engine) as s:
         expected = reports.agreement_report(
@@ -399,47 +418,190 @@ def test_untrusted_text_renders_as_text(populated):
         assert not any("<script" in t for t in texts(at, kind)), f"no raw HTML reaches {kind}"
 
 
-# --------------------------------------------------------------------------------------------- fingerprint
+# --------------------------------------------------------------------------------------------- versions
 
 
-def test_fingerprint_moves_with_new_data(populated):
+def test_versions_move_with_new_data(populated):
     engine = store.engine_for(populated)
     with Session(engine) as s:
         ds = store.get_dataset(s, "demo")
-        before_runs, before_labels = ui.fingerprint(s, ds.id)
+        before = sources.versions(s, ds.id)
+        before_runs, before_labels = before.runs, before.labels
     assert len(before_runs) == 3 and before_labels[0] > 0
     with Session(engine) as s, s.begin():
         ex = s.scalar(select(store.Example.id).where(store.Example.ext_id == HOSTILE_ID))
         store.upsert_labels(s, [{"example_id": ex, "criterion": "concise", "annotator": "bo", "value": 1}])
     with Session(engine) as s:
-        after_runs, after_labels = ui.fingerprint(s, ds.id)
+        after = sources.versions(s, ds.id)
+        after_runs, after_labels = after.runs, after.labels
     assert after_runs == before_runs and after_labels != before_labels
 
 
-def test_fingerprint_is_reused_until_someone_commits(populated):
+def test_versions_are_reused_until_someone_commits(populated):
     engine = store.engine_for(populated)
     with Session(engine) as s:
         ds = store.get_dataset(s, "demo").id
-        first = ui.current_fingerprint(s, ds)
-        assert ui.current_fingerprint(s, ds) is first  # nothing committed: no query at all
+        first = sources.current_versions(s, ds)
+        assert sources.current_versions(s, ds) is first  # nothing committed: no query at all
     with Session(engine) as s, s.begin():
         ex = s.scalar(select(store.Example.id).where(store.Example.ext_id == HOSTILE_ID))
         store.upsert_labels(s, [{"example_id": ex, "criterion": "grounded", "annotator": "ana", "value": 0}])
     with Session(engine) as s:
-        after = ui.current_fingerprint(s, ds)
+        after = sources.current_versions(s, ds)
     assert after is not first and after.labels != first.labels and after.runs == first.runs
+
+
+def test_a_source_is_loaded_once_per_version_and_shared_read_only(populated):
+    engine = store.engine_for(populated)
+    with Session(engine) as s:
+        ds = store.get_dataset(s, "demo").id
+        first = sources.versions(s, ds)
+        human = sources.shared_source(s, ds, "human", first)
+        assert sources.shared_source(s, ds, "human", first) is human  # every reader gets the one object
+        assert not human.raw.flags.writeable
+        run = next(iter(first.runs))
+        assert sources.shared_source(s, ds, f"run:{run}", first).run_id == run
+        ex = s.scalar(select(store.Example.id).where(store.Example.ext_id == HOSTILE_ID))
+    with Session(engine) as s, s.begin():
+        store.upsert_labels(s, [{"example_id": ex, "criterion": "grounded", "annotator": "cy", "value": 0}])
+    with Session(engine) as s:
+        later = sources.versions(s, ds)
+        again = sources.shared_source(s, ds, "human", later)
+        assert later.of("human") != first.of("human") and later.of(f"run:{run}") == first.of(f"run:{run}")
+        assert again is not human  # the labels' version moved: loaded anew
+        assert sources.shared_source(s, ds, f"run:{run}", later) is sources.shared_source(s, ds, f"run:{run}", first)
 
 
 def test_several_datasets_default_to_the_one_with_runs(populated, cli):
     from tests.conftest import DATA
 
     assert cli("import-dataset", DATA / "good" / "dataset.jsonl", "--name", "bare").exit_code == 0
-    with Session(store.engine_for(populated)) as s:
-        demo, bare = (store.get_dataset(s, n).id for n in ("demo", "bare"))
     at = open_page("pages/crosstabs.py")
-    assert at.selectbox(key="ct_dataset").value == demo
+    assert at.selectbox(key="ct_dataset").value == "demo"
     assert table(at, "row total") is not None
-    at.selectbox(key="ct_dataset").set_value(bare).run()
+    at.selectbox(key="ct_dataset").set_value("bare").run()
     assert not at.exception
     infos = " ".join(texts(at, "alert"))
     assert "Run page" in infos and "Label page" in infos
+
+
+# --------------------------------------------------------------------------------------------- the views
+
+
+def figure(at: AppTest, key: str) -> dict:
+    chart = next(c for c in at.get("plotly_chart") if c.proto.id.endswith(key) or key in c.proto.id)
+    return json.loads(chart.proto.spec)
+
+
+def test_matrices_share_one_scale_carry_every_label_and_the_audit(populated):
+    at = open_page("pages/associations.py")
+    keys = [run_key(populated, n) for n in ("sim-single", "sim-split", "all-pass")] + ["human"]
+    at.multiselect(key="as_sources").set_value(keys).run()
+    fig = figure(at, "as_matrices")
+    heat = [t for t in fig["data"] if t["type"] == "heatmap"]
+    assert len(heat) == 4 and all(t["coloraxis"] == "coloraxis" for t in heat)  # one colour scale
+    assert fig["layout"]["coloraxis"]["cmin"] == -1 and fig["layout"]["coloraxis"]["cmax"] == 1
+    text = json.dumps(fig)
+    assert all(k in text for k in CRITERIA), "every criterion is named in the figure"
+    titles = [a["text"] for a in fig["layout"]["annotations"] if " · n = " in a["text"]]
+    assert titles[0].startswith("the human column · n = 60")  # the human column first
+    assert all("n = 60" in t for t in titles)  # humans shown: only the labelled answers count by default
+    with Session(store.engine_for(populated)) as s:
+        srcs = reports.load_sources(s, ["sim-single", "sim-split", "all-pass"], human=True)
+        expected = reports.phi_report([src.only(srcs[-1].covered) for src in srcs], n_boot=1000)
+        audit = reports.phi_report(srcs, n_boot=1000).audit  # the audit counts every answer, whatever the toggle
+    drawn = {t["name"] for t in fig["data"] if t["type"] == "scatter" and t.get("showlegend")}
+    words = {a.verdict for a in audit} - {"no human column", "none"}
+    assert len(drawn) == len(words) >= 1  # a legend entry per verdict drawn
+    # the cell values are the report's, rounded as shown: grounded × no_fabrication under the human column
+    i, j = CRITERIA.index("no_fabrication") - 1, CRITERIA.index("grounded")
+    assert heat[0]["text"][i][j] == ui.fmt(expected.columns[3].phi[i + 1, j])
+
+    at.toggle(key="as_labelled").set_value(False).run()
+    fig = figure(at, "as_matrices")
+    titles = [a["text"] for a in fig["layout"]["annotations"] if " · n = " in a["text"]]
+    assert "n = 60" in titles[0] and all(f"n = {N_EXAMPLES}" in t for t in titles[1:])
+
+    at.toggle(key="as_diff").set_value(True).run()
+    fig = figure(at, "as_matrices")
+    heat = [t for t in fig["data"] if t["type"] == "heatmap"]
+    with Session(store.engine_for(populated)) as s:
+        single, human = (reports.phi_column(src, n_boot=10) for src in reports.load_sources(s, ["sim-single"], human=True))
+    assert heat[1]["text"][i][j] == ui.fmt(single.phi[i + 1, j] - human.phi[i + 1, j])
+
+
+def test_a_link_with_choices_opens_the_view_it_names(populated):
+    at = AppTest.from_file(str(APP), default_timeout=60)
+    at.switch_page("pages/associations.py")
+    split = run_key(populated, "sim-split")
+    at.query_params["sources"] = [split, "human"]
+    at.query_params["diff"] = "True"
+    at.run()
+    assert not at.exception
+    assert at.multiselect(key="as_sources").value == [split, "human"]
+    assert at.toggle(key="as_diff").value
+
+
+def test_examples_grid_from_compare_shows_the_flips(populated):
+    at = open_page("pages/compare.py")
+    a, b = run_key(populated, "sim-single"), run_key(populated, "sim-split")
+    at.selectbox(key="cmp_a").set_value(a)
+    at.selectbox(key="cmp_b").set_value(b).run()
+    crit = at.selectbox(key="cmp_flip_criterion").value
+    at.button(key="cmp_open_examples").click().run()
+    assert not at.exception and at.title[0].value == "Examples"
+    assert at.multiselect(key="ex_criteria").value == [crit]
+    assert at.session_state["ex_filters"] == ["flips"]
+    grid_table = table(at, "answer")
+    single, split = (verdict_values(populated, n, crit) for n in ("sim-single", "sim-split"))
+    flipped = sorted(e for e in single if e in split and single[e] != split[e])
+    captions = " ".join(texts(at, "caption")).replace("\\", "")
+    assert f"{len(flipped)} answers match" in captions
+    assert list(grid_table["id"]) == flipped[:25]
+    assert all(grid_table["sim-single"] != grid_table["sim-split"])  # every row a flip on that criterion
+    assert set(grid_table["sim-single"]) <= {"pass", "fail"}
+
+
+def test_examples_grid_search_and_the_whole_example(populated):
+    at = open_page("pages/examples.py")
+    at.text_input(key="ex_search").input(HOSTILE_ID).run()
+    grid_table = table(at, "answer")
+    assert list(grid_table["id"]) == [HOSTILE_ID]
+    at.query_params["example"] = HOSTILE_ID
+    at.run()
+    assert any(PAYLOAD in t for t in texts(at, "text")), "the whole answer, as plain text"
+    detail = table(at, "rationale / note")
+    assert {"run sim-single", "run sim-split", "run all-pass"} <= set(detail["source"])
+
+
+def test_crosstab_cell_opens_exactly_its_answers_in_examples(populated):
+    at = open_page("pages/crosstabs.py")
+    at.selectbox(key="ct_source").set_value(run_key(populated, "sim-single"))
+    at.radio(key="ct_cell").set_value("fail|pass").run()
+    ids = sorted(at.selectbox(key="ct_example").options)
+    at.button(key="ct_open_examples").click().run()
+    assert not at.exception and at.title[0].value == "Examples"
+    assert sorted(table(at, "answer")["id"]) == ids[:25]
+
+
+def verdict_values(db_url: str, run: str, criterion: str) -> dict[str, int]:
+    with Session(store.engine_for(db_url)) as s:
+        r = store.get_run(s, run)
+        q = (select(store.Example.ext_id, store.Verdict.value)
+             .join(store.Example, store.Example.id == store.Verdict.example_id)
+             .join(store.CriterionRow, store.CriterionRow.id == store.Verdict.criterion_id)
+             .where(store.Verdict.run_id == r.id, store.CriterionRow.key == criterion, store.Verdict.value.is_not(None)))
+        return dict(s.execute(q).all())
+
+
+def test_agreement_says_why_a_kappa_is_undefined(populated):
+    at = open_page("pages/agreement.py")
+    at.selectbox(key="ag_run").set_value(run_key(populated, "all-pass")).run()
+    tab = table(at, "κ [95% CI]").set_index("criterion")
+    assert tab.loc["cites_source", "κ [95% CI]"] == "undefined"
+    reasons = [t for t in texts(at, "alert") if "κ undefined" in t]  # the reason, naming the run as the page does
+    assert any("all\\-pass is pass" in t and "run\\:" not in t for t in reasons), reasons
+    assert "AUC" not in tab.columns and "mean |Δ|" not in tab.columns  # no P(pass); no scale criterion
+    assert not tab.isna().any().any() and "None" not in tab.to_string()
+    captions = " ".join(texts(at, "caption"))
+    assert "human: human" not in captions and "labels of ana" in captions

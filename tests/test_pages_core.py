@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import time
 
 import pytest
@@ -49,6 +50,12 @@ def texts(at: AppTest) -> str:
     return "\n".join(str(p) for p in parts)
 
 
+def load_demo_engine(engine, n: int):
+    from tests.conftest import load_demo
+
+    return load_demo(engine, n)
+
+
 def test_workspace_empty_state_then_load_demo(engine):
     at = app()
     assert not at.exception
@@ -67,17 +74,45 @@ def test_workspace_lists_runs_and_deletes_one_with_confirmation(engine, cli):
         imports.load_demo(s, n_examples=30)
     assert cli("import-dataset", DATA / "good" / "dataset.jsonl", "--name", "base").exit_code == 0
     assert cli("import-rubric", DATA / "good" / "rubric.yaml").exit_code == 0
-    assert cli("import-run", DATA / "good" / "run.jsonl", "--dataset", "base", "--rubric", "support",
-               "--name", "ext").exit_code == 0
+    for name in ("ext", "ext2"):
+        assert cli("import-run", DATA / "good" / "run.jsonl", "--dataset", "base", "--rubric", "support",
+                   "--name", name).exit_code == 0
     at = goto(app(), "pages/workspace.py")
     runs = frame(at, "harness")
-    assert runs["name"].tolist() == ["ext"] and runs["judge"].tolist() == ["run.jsonl (imported)"]
+    assert runs["name"].tolist() == ["ext", "ext2"] and runs["judge"].tolist() == ["run.jsonl (imported)"] * 2
+    assert {"usd", "wall_s"} <= set(runs.columns)
     assert at.button(key="ws_delete").disabled
-    at.checkbox(key="ws_delete_confirm").check().run()
+    at.checkbox(key="ws_delete_confirm|ext").check().run()
     at.button(key="ws_delete").click().run()
     assert not at.exception
     with Session(engine) as s:
-        assert store.row_counts(s)["runs"] == 0 and store.row_counts(s)["verdicts"] == 0
+        assert [r["name"] for r in store.list_runs(s)] == ["ext2"]
+    # the next run asks again: nothing is left ticked
+    assert at.selectbox(key="ws_delete_run").value == "ext2"
+    assert not at.checkbox(key="ws_delete_confirm|ext2").value and at.button(key="ws_delete").disabled
+
+
+def test_workspace_leads_with_findings_that_open_their_pages(engine, db_url):
+    from tests.conftest import simulated_runs
+
+    simulated_runs(load_demo_engine(engine, 60), db_url)
+    at = goto(app(), "pages/workspace.py")
+    said = texts(at).replace("\\", "")
+    # no second annotator: the reference truth is the human column, so the audit and agreement are there
+    induced = re.search(r"(Associations a harness shows that the humans do not|No harness shows an association the "
+                        r"humans do not see).* (\d+) criterion pairs", said)
+    assert induced and induced[2] == "15"  # the audit's finding, over the 6 criteria's pairs
+    assert "cost 6.0× the tokens" not in said  # tokens are measured, not assumed …
+    assert "360 calls against 60." in said  # … split made 360 calls, single 60
+    assert "Agreement with the humans" in said
+    assert [link.proto.page for link in at.get("page_link")] == ["associations", "compare", "agreement", "label"]
+
+
+def test_empty_workspace_says_the_two_steps(engine):
+    at = goto(app(), "pages/workspace.py")
+    said = texts(at).replace("\\", "")
+    assert "1. Load the demo workspace" in said and "2. Start a single + split pair" in said
+    assert at.button(key="ws_load_demo")
 
 
 def test_data_page_rejects_bad_file_with_file_line_field(engine):
@@ -99,7 +134,8 @@ def test_run_page_estimates_and_runs_a_pair_on_the_simulated_judge(engine, db_ur
     at.number_input(key="run_sample").set_value(20).run()
     estimate = frame(at, "calls")
     assert estimate["calls"].tolist() == [20, 120]  # single: one call per example; split: six
-    assert estimate["usd"].tolist() == ["$0.0000", "$0.0000"]
+    assert estimate["cost (USD)"].tolist() == ["$0.0000", "$0.0000"]
+    assert estimate["time"].tolist()[0].startswith("≈ ") and estimate["time"].tolist()[0].endswith(" s")
     at.button(key="run_start").click().run()
     assert not at.exception, at.exception
     assert "Started" in texts(at)
@@ -135,3 +171,75 @@ def test_pages_have_empty_states(engine):
         at = goto(app(), page)
         assert not at.exception
     assert "Nothing to judge yet" in texts(goto(app(), "pages/run.py"))
+
+
+def test_run_page_keeps_the_form_names_runs_and_asks_before_copies(engine, db_url):
+    with Session(engine) as s, s.begin():
+        imports.load_demo(s, n_examples=30)
+        store.save_rubric(s, store.rubric_value(s, store.get_rubric_row(s, "demo")).__class__(
+            name="critique:demo", criteria=store.load_rubric(s, "demo").criteria))
+    at = goto(app(), "pages/run.py")
+    assert "critique:demo" not in at.selectbox(key="run_rubric").options  # internal rubrics are not offered
+    assert at.selectbox(key="run_rubric").value == "demo"
+    at.number_input(key="run_sample").set_value(12)
+    at.text_input(key="run_name").input("first-try")
+    at.multiselect(key="run_variants").set_value(["single"]).run()
+    # leave the page and come back: the form is as it was
+    goto(at, "pages/workspace.py")
+    goto(at, "pages/run.py")
+    assert at.number_input(key="run_sample").value == 12
+    assert at.text_input(key="run_name").value == "first-try"
+    assert at.multiselect(key="run_variants").value == ["single"]
+    at.button(key="run_start").click().run()
+    assert "Started first-try-single" in texts(at).replace("\\", "")
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and jobs.active(db_url):
+        time.sleep(0.2)
+    at.run()
+    # the same comparison again: a warning names the runs, and Start waits for a yes
+    said = texts(at).replace("\\", "") + " ".join(str(w.value) for w in at.warning).replace("\\", "")
+    assert "Runs named first-try-single already exist" in said
+    assert at.button(key="run_start").disabled
+    at.checkbox(key="run_again").check().run()
+    at.button(key="run_start").click().run()
+    with Session(engine) as s:
+        assert [r["name"] for r in store.list_runs(s)] == ["first-try-single", "first-try-single-2"]
+
+
+def test_run_page_warns_about_the_simulated_judge_without_planted_truth(engine, cli):
+    with Session(engine) as s, s.begin():
+        imports.load_demo(s, n_examples=20)
+    assert cli("import-dataset", DATA / "good" / "dataset.jsonl", "--name", "mine").exit_code == 0
+    at = goto(app(), "pages/run.py")
+    at.selectbox(key="run_dataset").set_value("demo").run()
+    assert not [w for w in at.warning if "no planted truth" in str(w.value)]
+    at.selectbox(key="run_dataset").set_value("mine").run()
+    assert any("has no planted truth" in str(w.value) for w in at.warning)
+
+
+def test_run_page_tests_an_endpoint_and_keeps_the_simulated_tag(engine):
+    from judgekit import simjudge
+
+    with Session(engine) as s, s.begin():
+        imports.load_demo(s, n_examples=20)
+    srv = simjudge.start_in_thread(None, simjudge.SimParams())
+    try:
+        at = goto(app(), "pages/run.py")
+        at.radio(key="run_judge_kind").set_value("OpenAI-compatible endpoint").run()
+        at.text_input(key="run_base_url").input(srv.base_url)
+        at.text_input(key="run_model").input(simjudge.SIM_MODEL)
+        at.text_input(key="run_key_env").input("").run()
+        at.button(key="run_test_endpoint").click().run()
+        oks = [str(x.value).replace("\\", "") for x in at.success]
+        assert any(o.startswith("models: judgekit-sim is listed") for o in oks)
+        assert any(o.startswith("structured output: json_schema") for o in oks)
+        assert any(o.startswith("one tiny call: a verdict") for o in oks)
+        assert any("judgekit's simulated judge" in str(i.value) for i in at.info)
+        at.number_input(key="run_sample").set_value(5)
+        at.multiselect(key="run_variants").set_value(["single"]).run()
+        at.button(key="run_start").click().run()
+        with Session(engine) as s:
+            run = store.get_run(s, store.list_runs(s)[0]["name"])
+            assert s.get(store.Judge, run.judge_id).kind == "simulated"  # "(simulated)" wherever it is named
+    finally:
+        srv.stop()

@@ -136,21 +136,28 @@ def test_binary_spellings(raw, expected):
         ("4", 4),
         (" 2 ", 2),
         ("4/5", 4),
-        (4.4, 4),
-        (4.5, 5),
-        (2.6, 3),
-        ("3.5", 4),
-        (0, 1),
-        (-3, 1),
-        (9, 5),
-        (1e300, 5),
+        (4.0, 4),
+        ("2.0", 2),
+        # not clearly a level of the 1–5 scale: unscored, never rounded or clamped into range
+        (4.4, None),
+        (4.5, None),
+        ("3.5", None),
+        (0, None),
+        (6, None),
+        (10, None),
+        (-1, None),
+        ("0", None),
+        ("6/5", None),
+        ("8/10", None),
+        (1e300, None),
+        (10**40, None),
         (True, None),
         ("four", None),
         (None, None),
         ("nan", None),
     ],
 )
-def test_scale_values_round_and_clamp(raw, expected):
+def test_scale_values_are_whole_levels_in_range_or_unscored(raw, expected):
     text = json.dumps({"safety": {"verdict": raw}})
     assert parse_reply(text, [SAFETY])["safety"].value == expected
 
@@ -372,7 +379,7 @@ def test_arbitrary_text_never_raises_and_stays_in_range(text):
 
 
 @given(st.one_of(st.integers(), st.floats(allow_nan=True, allow_infinity=True), st.text(max_size=8)))
-def test_any_scale_value_is_clamped_or_unscored(raw):
+def test_any_scale_value_is_a_level_or_unscored(raw):
     text = json.dumps({"safety": raw})
     assert parse_reply(text, [SAFETY])["safety"].value in (None, 1, 2, 3, 4, 5)
 
@@ -381,3 +388,67 @@ def test_any_scale_value_is_clamped_or_unscored(raw):
 def test_server_tokens_concatenate_back_to_the_text(text):
     assert "".join(tokenize(text)) == text
     assert "".join(t.token for t in make_logprobs(text)) == text
+
+
+# ------------------------------------------------------------------ hardening: never an unclear value
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ('{"Safety": 4, "safety": 2}', None),  # two answers for one criterion
+        ('{"safety": 4, "safety": 2}', None),  # one key given twice
+        ('{"SAFETY": 4, "safety": 4}', 4),  # variants that agree
+        ('{" Safety ": 4}', 4),  # one loose match: clear
+        ('{"safety": {"verdict": 4, "Verdict": 2}}', None),
+        ('{"safety": {"Score": 4, "score": 4}}', 4),
+        ('{"safety": {"verdict": 5, "score": 1}}', 5),  # an alias of lower priority does not compete
+    ],
+)
+def test_keys_differing_only_in_case_or_spacing_are_read_only_when_clear(text, expected):
+    got = parse_reply(text, [SAFETY])["safety"]
+    assert got.value == expected
+    if expected is None:
+        assert "ambiguous" in got.error
+
+
+def test_criteria_that_differ_only_in_case_match_only_their_exact_key():
+    upper, lower = Criterion("Safe", "Safe?"), Criterion("safe", "safe?")
+    both = parse_reply('{"Safe": true, "safe": false}', [upper, lower])
+    assert values(both) == {"Safe": 1, "safe": 0}
+    loose = parse_reply('{"SAFE": true}', [upper, lower])
+    assert values(loose) == {"Safe": None, "safe": None}  # could be either: unscored
+
+
+def test_a_reply_longer_than_the_parse_limit_is_unscored_unread():
+    text = '{"safety": {"verdict": 4}}' + " " * 1_000_000
+    got = parse_reply(text, [SAFETY])["safety"]
+    assert got.value is None and "parser reads" in got.error
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"a": ' * 150_000,  # a brace scan from every '{' would be quadratic
+        "<think>" * 100_000 + '{"safety": 4}',  # unclosed think tags
+        "```json\n" * 100_000,  # unclosed fences
+        '"' * 500_000 + '{"safety": 4',
+    ],
+)
+def test_adversarial_replies_are_unscored(text):
+    assert parse_reply(text, [SAFETY])["safety"].value is None
+
+
+def test_scale_digits_outside_the_scale_are_no_evidence_for_p_pass():
+    text = '{"safety": 4}'
+    at = text.index("4")
+    tokens = make_logprobs(text, {at: [("4", math.log(0.5)), ("9", math.log(0.4)), ("2", math.log(0.1))]})
+    assert p_pass_from_logprobs(text, tokens, [SAFETY])["safety"] == pytest.approx(0.5 / 0.6)
+
+
+def test_rationales_and_flags_are_bounded():
+    text = json.dumps({"safety": {"verdict": 3, "rationale": "r" * 200_000, "red_flags": ["f" * 5000] * 100}})
+    got = parse_reply(text, [SAFETY])["safety"]
+    assert got.value == 3
+    assert len(got.rationale) < 17_000 and "characters left out" in got.rationale
+    assert len(got.red_flags) <= 32 and all(len(f) < 600 for f in got.red_flags)

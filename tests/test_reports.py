@@ -12,7 +12,7 @@ import pytest
 from scipy import stats as sps
 from sklearn.metrics import cohen_kappa_score, roc_auc_score
 
-from judgekit import reports, store
+from judgekit import figures, reports, store
 
 BACKENDS = ("sqlite", "postgresql")  # the report and labeling paths run on both stores
 
@@ -239,9 +239,12 @@ def test_cost_from_calls_and_price_table(ws, session, tmp_path, cli):
         1600,
     )
     assert (cost.retries, cost.failed_calls, cost.wall_s) == (1, 1, 12.5)
-    assert cost.latency_p50 == pytest.approx(2.5) and cost.latency_p95 == pytest.approx(
-        np.percentile([1, 2, 3, 4], 95)
+    # latency of the calls that got a reply (1, 2, 3 s; the failed one's 4 s is not a reply time), the same
+    # figures as the run's stored totals — one count (store.run_totals) behind both
+    assert cost.latency_p50 == pytest.approx(2.0) and cost.latency_p95 == pytest.approx(
+        np.percentile([1, 2, 3], 95), abs=1e-4
     )
+    assert store.run_totals(session, run.id)["latency_p95"] == cost.latency_p95
     # gpt-4o-mini: 2400 uncached × 0.15 + 1600 cached × 0.075 + 400 out × 0.60, per 1M tokens
     assert cost.usd == pytest.approx((2400 * 0.15 + 1600 * 0.075 + 400 * 0.60) / 1e6)
     assert reports.price_calls("gpt-4o-mini-2024-07-18", 1000, 0, 0) == pytest.approx(0.15 / 1000)
@@ -349,10 +352,30 @@ def test_phi_report_matrices_notes_and_audit(cli, ws):
     real = audit[("grounded", "no_fabrication")]
     assert real["verdict"] == "real" and real["induced_by"] == []
     assert real["values"]["human"]["phi"] == pytest.approx(600 / 900)
-    assert audit[("answers_question", "polite")]["values"]["run:single"]["phi"] is None
+    polite = audit[("answers_question", "polite")]
+    assert polite["values"]["run:single"]["phi"] is None and polite["values"]["run:single"]["lo"] is None
+    assert polite["values"]["run:single"]["reason"] == (
+        "every verdict of run:single on polite is pass (600 of 600): phi undefined")
+    # the evidence the verdicts rest on: the paired shift on all 600 answers, the humans' test
+    assert got["reference"] == "run:split" and induced["reference"] == "run:split"
+    shift = induced["evidence"]["shift"]["run:single"]
+    assert shift["value"] == pytest.approx(0.6) and shift["n"] == 600 and shift["significant"]
+    assert shift["lo"] < 0.6 < shift["hi"] and shift["hi"] - shift["lo"] < 0.25
+    assert not induced["evidence"]["human"]["significant"] and real["evidence"]["human"]["significant"]
+    assert real["evidence"]["human"]["q"] <= 0.05
+    assert induced["distorted_by"] == [] and induced["label_more"] is None
+    assert "Benjamini" in got["fdr"] and "Jeffreys" in got["interval"]
 
     table = cli("report", "phi", "--run", "single", "--run", "split", "--human", "--n-boot", "200")
     assert table.exit_code == 0 and "induced by run:single" in table.stdout and "phi is undefined" in table.stdout
+    assert "reference harness run:split" in table.stdout and "Benjamini" in table.stdout
+    # an explicit reference: the other run is compared with it
+    other = report_json(cli, "phi", "--run", "single", "--run", "split", "--human", "--reference", "single",
+                        "--n-boot", "200")
+    assert other["reference"] == "run:single"
+    assert "run:split" in other["audit"][0]["evidence"]["shift"]
+    bad = cli("report", "phi", "--run", "single", "--run", "split", "--reference", "nope")
+    assert bad.exit_code == 2 and "--reference nope: not one of the runs" in bad.stderr
 
 
 def test_human_falls_back_to_reference_and_annotator_source(cli, ws):
@@ -377,13 +400,9 @@ def test_agreement_matches_sklearn(cli, ws):
     judge[[3, 17, 41]] = np.nan  # unscored verdicts are left out pairwise
     p_pass = np.clip(0.5 * judge + 0.5 * rng.random(N), 0, 1)
     p_pass = np.where(np.isnan(p_pass), 0.5, p_pass)
-    import_run(
-        cli,
-        ws,
-        "agree",
-        {"answers_question": judge, "cites_source": rng.integers(0, 2, N).astype(float)},
-        p_pass={"answers_question": p_pass},
-    )
+    cites = rng.integers(0, 2, N).astype(float)
+    import_run(cli, ws, "agree", {"answers_question": judge, "cites_source": cites},
+               p_pass={"answers_question": p_pass})
     ana = truth[:60].copy()
     ben = np.where(rng.random(60) < 0.85, ana, 1 - ana)
     import_labels(cli, ws, "ana", {"answers_question": ana, "cites_source": np.ones(60)}, IDS[:60])
@@ -402,8 +421,27 @@ def test_agreement_matches_sklearn(cli, ws):
     assert e["prevalence"] == pytest.approx(np.mean(h == 0))
     assert e["auc"] == pytest.approx(roc_auc_score(ana, p_pass[:60]))  # p_pass is present on all 60
     assert got["criteria"]["cites_source"]["auc"] is None  # no P(pass) recorded for it
-    # ana passes every cites_source: chance agreement equals observed, so kappa is exactly 0 (as sklearn says)
-    assert got["criteria"]["cites_source"]["kappa"] == pytest.approx(0.0, abs=1e-12)
+    # ana passes every cites_source: kappa would be 0 by arithmetic but measures only chance agreement, so
+    # it is undefined, with the reason (formerly "0.00 [-0.00, 0.00]")
+    cs = got["criteria"]["cites_source"]
+    assert cs["kappa"] is None and cs["kappa_ci"] == [None, None]
+    assert cs["kappa_reason"] == ("every label of cites_source under annotator:ana is pass (60 of 60): κ undefined "
+                                  "(a constant column agrees only by chance)")
+    assert e["kappa_reason"] is None
+    # accuracy carries its Jeffreys interval
+    assert e["accuracy_ci"][0] < e["accuracy"] < e["accuracy_ci"][1]
+    # pooled over criteria: macro kappa over the one criterion with a defined kappa; micro and accuracy over both
+    pooled = got["pooled"]
+    assert pooled["criteria"] == 1 and pooled["n"] == 60
+    assert pooled["macro_kappa"]["value"] == pytest.approx(e["kappa"])
+    all_h, all_j = np.concatenate([h, np.ones(60)]), np.concatenate([j, cites[:60]])
+    assert pooled["micro_kappa"]["value"] == pytest.approx(cohen_kappa_score(all_h, all_j))
+    assert pooled["accuracy"]["value"] == pytest.approx(np.mean(all_h == all_j))
+    for what in ("macro_kappa", "micro_kappa", "accuracy"):
+        assert pooled[what]["lo"] < pooled[what]["value"] < pooled[what]["hi"]
+    table = cli("report", "agreement", "--run", "agree", "--annotator", "ana")
+    assert "pooled over 1 criteria with a defined κ and 60 examples: macro κ" in table.stdout
+    assert "κ undefined (a constant column agrees only by chance)" in table.stdout
 
     # default human column = consensus of ana and ben: disagreements are ties → left out
     cons = report_json(cli, "agreement", "--run", "agree")
@@ -536,7 +574,7 @@ def test_export_report_html_and_markdown(cli, ws, tmp_path, session):
     assert "<script>alert(" not in text and "&lt;script&gt;alert(" in text  # answer text escaped
     for name in ("run:single", "run:split", "human", "(imported)", "Association audit", "Compare run:single"):
         assert name in text
-    assert "induced (run:single)" in text
+    assert "induced by run:single" in text and "Benjamini" in text and "pooled over" in text
 
     md = tmp_path / "report.md"
     assert cli("export-report", "--out", md, "--run", "single", "--no-human", "--n-boot", "50").exit_code == 0
@@ -548,7 +586,7 @@ def test_export_report_html_and_markdown(cli, ws, tmp_path, session):
     assert [c.source for c in rep.phi.columns] == ["run:single", "run:split", "human"]
     # the most-shifted pair between the runs is answers_question × cites_source (0.6 vs 0)
     assert (rep.crosstabs[0].row, rep.crosstabs[0].col) == ("answers_question", "cites_source")
-    assert reports.render_html(rep).startswith("<!DOCTYPE html>")
+    assert figures.render_html(rep).startswith("<!DOCTYPE html>")
 
     bad = cli("export-report", "--out", tmp_path / "r.pdf")
     assert bad.exit_code == 2 and "must end in .html or .md" in bad.stderr

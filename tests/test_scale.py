@@ -11,7 +11,7 @@ import pytest
 from scipy import stats as sps
 from sqlalchemy.orm import Session
 
-from judgekit import reports, scale, simjudge, store
+from judgekit import reports, scale, simjudge, stats, store
 from judgekit.rubric import Criterion, KORule, Rubric
 
 # ------------------------------------------------------------------------------------------ classifier
@@ -77,10 +77,10 @@ def test_wilson_interval_by_hand():
     # k = 3, n = 10, z = 1.959964: p = 0.3, z² = 3.841459, den = 1 + z²/n = 1.3841459,
     # centre = (0.3 + z²/20) / den = 0.4920729 / 1.3841459 = 0.355506,
     # half = z·√(0.3·0.7/10 + z²/400) / den = 1.959964·√0.0306036 / 1.3841459 = 0.247713 → [0.1078, 0.6032]
-    lo, hi = scale.wilson_interval(3, 10)
+    lo, hi = stats.wilson_interval(3, 10)
     assert lo == pytest.approx(0.107794, abs=1e-5) and hi == pytest.approx(0.603219, abs=1e-5)
-    assert scale.wilson_interval(0, 5)[0] == 0.0 and scale.wilson_interval(5, 5)[1] == 1.0
-    assert all(math.isnan(x) for x in scale.wilson_interval(0, 0))
+    assert stats.wilson_interval(0, 5)[0] == 0.0 and stats.wilson_interval(5, 5)[1] == 1.0
+    assert all(math.isnan(x) for x in stats.wilson_interval(0, 0))
     r = scale.rate(0, 0)
     assert r.n == 0 and math.isnan(r.rate)
 
@@ -223,7 +223,7 @@ def test_ab_report_numbers_by_hand(fixture_db):
     # A and B agree on e1, e3, e4 → 3/4; with the reference: A 3/4 (e2 differs), B 4/4
     assert (ko.concordance.k, ko.concordance.n) == (3, 4)
     assert [(r.k, r.n) for r in ko.reference_agreement] == [(3, 4), (4, 4)]
-    assert ko.concordance.lo == pytest.approx(scale.wilson_interval(3, 4)[0])
+    assert ko.concordance.lo == pytest.approx(stats.wilson_interval(3, 4)[0])
     # cost from the calls: 4 calls each; A 400 prompt + 40 completion, B 480 + 120
     ca, cb = rep.cost
     assert (ca.calls, ca.prompt_tokens, ca.completion_tokens) == (4, 400, 40)

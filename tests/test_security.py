@@ -107,3 +107,17 @@ def test_app_binds_loopback_by_default(db_url):
     finally:
         proc.terminate()
         proc.wait(10)
+
+
+def test_child_servers_get_no_keys_and_no_settings(monkeypatch):
+    """The local judge's environment: enough to run (PATH, HOME, locale), no API key, no PORT/HOST."""
+    from judgekit import config
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-never-passed-on")
+    monkeypatch.setenv("PORT", "8600")
+    monkeypatch.setenv("HOST", "0.0.0.0")
+    monkeypatch.setenv("LC_ALL", "C.UTF-8")
+    env = config.child_env()
+    assert env["PATH"] == os.environ["PATH"] and env["LC_ALL"] == "C.UTF-8"
+    assert not {"OPENAI_API_KEY", "PORT", "HOST", "JUDGEKIT_DB_URL"} & set(env)
+    assert "sk-test-never-passed-on" not in " ".join(env.values())

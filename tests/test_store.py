@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from sqlalchemy import insert, inspect, text
+from sqlalchemy import func, insert, inspect, select, text
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -26,6 +26,8 @@ TABLES = {
     "labels",
     "label_sets",
     "label_set_items",
+    "run_leases",
+    "database_identity",
 }
 
 
@@ -179,3 +181,41 @@ def test_upgrade_from_previous_schema_keeps_data(db_url):
     with engine.connect() as conn:
         assert conn.execute(text("SELECT name, role FROM annotators")).all() == [("ana", "annotator")]
     assert store.current_revision(engine) == store.head_revision()
+
+
+def test_0005_from_the_previous_schema_with_data_and_back(db_url):
+    """0004 → 0005 on a database holding a run and a call: rows survive, the reply gets its (empty) length and
+    hash columns, the database its identity, runs their lease table; 0005 → 0004 → 0005 again works."""
+    from alembic import command
+
+    engine = store.make_engine(db_url)
+    store.upgrade(engine, "0004_rubric_prompt_template")
+    with engine.begin() as conn:
+        conn.execute(text("INSERT INTO datasets (name, created_at) VALUES ('d', CURRENT_TIMESTAMP)"))
+        conn.execute(text("INSERT INTO examples (dataset_id, ext_id, question, context, answer, metadata) "
+                          "VALUES (1, 'e1', '', '', 'a', '{}')"))
+        conn.execute(text("INSERT INTO rubrics (name, description, created_at) VALUES ('r', '', CURRENT_TIMESTAMP)"))
+        conn.execute(text("INSERT INTO judges (name, kind, params, suppress_thinking) VALUES ('j', 'openai', '{}', "
+                          "false)"))
+        conn.execute(text("INSERT INTO runs (name, dataset_id, rubric_id, judge_id, harness, sample, status, "
+                          "created_at, wall_s, totals) VALUES ('run', 1, 1, 1, '{}', '{}', 'done', CURRENT_TIMESTAMP, "
+                          "0, '{}')"))
+        conn.execute(text("INSERT INTO calls (run_id, example_id, criteria, attempts, status, request, "
+                          "response_text, created_at) VALUES (1, 1, '[]', 1, 'ok', '{}', 'the reply', "
+                          "CURRENT_TIMESTAMP)"))
+    assert store.upgrade(engine) is True
+    assert store.current_revision(engine) == store.head_revision()
+    with Session(engine) as s:
+        call = s.scalars(select(store.Call)).one()
+        assert (call.response_text, call.response_chars, call.response_sha256) == ("the reply", None, None)
+        first = store.database_identity(s)
+        assert len(first) == 32
+        assert s.scalar(select(func.count()).select_from(store.RunLease)) == 0
+    command.downgrade(store._alembic_config(engine), "0004_rubric_prompt_template")
+    assert "run_leases" not in inspect(engine).get_table_names()
+    assert {c["name"] for c in inspect(engine).get_columns("calls")}.isdisjoint({"response_chars", "response_sha256"})
+    assert store.upgrade(engine) is True
+    with Session(engine) as s:
+        assert s.scalars(select(store.Call.response_text)).one() == "the reply"
+        assert store.database_identity(s) not in ("", first)  # a new schema, a new identity
+    engine.dispose()

@@ -19,14 +19,28 @@ def run_migrations_online() -> None:
         url = context.get_x_argument(as_dictionary=True).get("url") or config.get_main_option("sqlalchemy.url")
         engine = create_engine(url)
     with engine.connect() as connection:
-        context.configure(
-            connection=connection,
-            target_metadata=target_metadata,
-            render_as_batch=connection.dialect.name == "sqlite",
-        )
-        with context.begin_transaction():
-            context.run_migrations()
-        connection.commit()
+        sqlite = connection.dialect.name == "sqlite"
+        if sqlite:
+            # Batch mode recreates a table (copy, drop, rename); with foreign keys on, dropping the old
+            # table would fire the ON DELETE actions of every row pointing at it. The pragma only takes
+            # effect outside a transaction, so it is set before the migration's transaction begins.
+            connection.exec_driver_sql("PRAGMA foreign_keys=OFF")
+        try:
+            context.configure(
+                connection=connection,
+                target_metadata=target_metadata,
+                render_as_batch=sqlite,
+            )
+            with context.begin_transaction():
+                context.run_migrations()
+            connection.commit()
+            if sqlite:
+                broken = connection.exec_driver_sql("PRAGMA foreign_key_check").fetchall()
+                if broken:
+                    raise RuntimeError(f"migration left rows that break a foreign key: {broken[:5]}")
+        finally:
+            if sqlite:
+                connection.exec_driver_sql("PRAGMA foreign_keys=ON")
 
 
 run_migrations_online()
