@@ -344,7 +344,8 @@ if st.button("Start", type="primary", key="run_start", disabled=not specs or not
         st.error(ui.md(str(e)))
     else:
         st.session_state.pop("run_again", None)
-        st.success(ui.md(f"Started {', '.join(names)}."))
+        each = "each " if len(names) > 1 else ""
+        st.success(ui.md(f"Started {', '.join(names)} — {int(sample)} examples {each}(seed {int(seed)})."))
 
 
 @st.fragment(run_every=1.0)

@@ -165,3 +165,16 @@ def choose_option(page, box_label: str, option: str, attempts: int = 5) -> None:
         return
     raise AssertionError(f"option {option!r} never showed in {box_label!r}")
 
+
+def fill_field(page, field, value: str, attempts: int = 5) -> None:
+    """Type ``value`` into the input ``field`` and commit it (Enter), then wait until the app has finished
+    the rerun and the field still holds it. A value typed while an earlier rerun is in flight can be
+    overwritten when that rerun's reply arrives, so type it again until it sticks."""
+    for _ in range(attempts):
+        field.fill(value)
+        field.press("Enter")
+        wait_for_app(page)
+        settle(page, quiet_s=0.5)
+        if field.input_value() == value:
+            return
+    raise AssertionError(f"the field never kept {value!r} (it shows {field.input_value()!r})")

@@ -7,7 +7,7 @@ import pytest
 from sqlalchemy.orm import Session
 
 from judgekit import labeling, reports
-from tests.browser import chromium_page, goto, streamlit_server, wait_for_app
+from tests.browser import chromium_page, fill_field, goto, streamlit_server, wait_for_app
 from tests.conftest import labelled_pilot
 
 pytestmark = pytest.mark.browser
@@ -55,8 +55,7 @@ def test_audit_pooled_agreement_and_decide_in_the_browser(engine, db_url, tmp_pa
         goto(page, "Label", "Label")
         page.get_by_test_id("stRadioGroup").get_by_text("Label sets", exact=True).click()
         wait_for_app(page)
-        page.get_by_label("Name", exact=True).fill("decide-1")
-        page.get_by_label("Name", exact=True).press("Enter")
+        fill_field(page, page.get_by_label("Name", exact=True), "decide-1")
         strategy = page.get_by_test_id("stRadioGroup").filter(has_text="answers that would decide")
         strategy.get_by_text("decide", exact=True).click()
         wait_for_app(page)

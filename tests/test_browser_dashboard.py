@@ -14,7 +14,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from judgekit import imports, runner, store
-from tests.browser import SERVERS, chromium_page, goto, streamlit_server, wait_for_app
+from tests.browser import SERVERS, chromium_page, fill_field, goto, streamlit_server, wait_for_app
 from tests.conftest import DATA, wait_until
 from tests.scripted_server import ScriptedServer, slow
 
@@ -56,12 +56,9 @@ def test_main_flow(engine, db_url, tmp_path):
 
         # Run: a single + split pair on the simulated judge over the same 40 examples
         goto(page, "Run", "Run")
-        sample = page.get_by_label("Examples (seeded sample)")
-        sample.fill("40")
-        sample.press("Enter")
-        wait_for_app(page)
+        fill_field(page, page.get_by_label("Examples (seeded sample)"), "40")
         page.get_by_role("button", name="Start").click()
-        page.get_by_text(re.compile("Started demo-single")).wait_for()
+        page.get_by_text(re.compile(r"Started demo-single, demo-split — 40 examples each \(seed 1\)")).wait_for()
 
         def both_done() -> bool:
             with Session(engine) as s:
@@ -155,15 +152,22 @@ def test_server_killed_during_background_run_resumes_exactly(engine, db_url, tmp
             goto(page, "Run", "Run")
             page.get_by_text("OpenAI-compatible endpoint").click()
             wait_for_app(page)
-            page.get_by_label("Base URL").fill(srv.base_url)
-            page.get_by_label("Model").fill("scripted")
-            page.get_by_role("textbox", name="Name of the environment variable holding the key").fill("JK_TEST_KEY")
-            sample = page.get_by_label("Examples (seeded sample)")
-            sample.fill("40")
-            page.get_by_label("Concurrency").fill(str(concurrency))
-            page.get_by_label("Concurrency").press("Enter")
-            wait_for_app(page)
+            fill_field(page, page.get_by_label("Base URL"), srv.base_url)
+            fill_field(page, page.get_by_label("Model"), "scripted")
+            key_env = page.get_by_role("textbox", name="Name of the environment variable holding the key")
+            fill_field(page, key_env, "JK_TEST_KEY")
+            fill_field(page, page.get_by_label("Examples (seeded sample)"), "40")
+            fill_field(page, page.get_by_label("Concurrency"), str(concurrency))
             page.get_by_role("button", name="Start").click()
+
+            def both_created() -> bool:
+                with Session(engine) as s:
+                    return len(s.scalars(select(store.Run)).all()) == 2
+
+            wait_until(both_created, message="the two runs to be created")
+            with Session(engine) as s:  # the sample typed on the page is the sample the runs were created with
+                for run in s.scalars(select(store.Run)):
+                    assert len(store.run_example_ids(s, run.id)) == 40, run.name
 
             def some_stored() -> bool:
                 with Session(engine) as s:

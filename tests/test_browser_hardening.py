@@ -13,7 +13,7 @@ from sqlalchemy.orm import Session
 
 from judgekit import batch, imports, runner, store
 from judgekit.harness import parse_harness
-from tests.browser import chromium_page, goto, streamlit_server, wait_for_app
+from tests.browser import chromium_page, fill_field, goto, streamlit_server, wait_for_app
 from tests.conftest import DATA, all_pairs, verdict_keys
 from tests.scripted_server import ScriptedServer
 
@@ -31,9 +31,7 @@ def test_data_page_uploads_leave_no_temporary_folder(engine, db_url, tmp_path):
         upload = page.locator("input[type=file]")
         upload.set_input_files(str(DATA / "good" / "dataset.jsonl"))
         page.get_by_text("Preview of dataset.jsonl").wait_for()
-        page.get_by_label("Dataset name").fill("uploaded")
-        page.get_by_label("Dataset name").press("Enter")
-        wait_for_app(page)
+        fill_field(page, page.get_by_label("Dataset name"), "uploaded")
         page.get_by_role("button", name="Import").click()
         try:
             page.get_by_text("imported dataset 'uploaded': 3 rows").wait_for()

@@ -17,7 +17,7 @@ from sqlalchemy.orm import Session
 
 from judgekit import grid, imports, reports, runner, simjudge, store
 from judgekit.harness import parse_harness
-from tests.browser import chromium_page, screenshot, settle, streamlit_server
+from tests.browser import chromium_page, fill_field, screenshot, settle, streamlit_server
 from tests.conftest import DATA, DEMO_KEYS
 
 pytestmark = pytest.mark.browser
@@ -304,19 +304,14 @@ def test_run_page_for_a_newcomer(engine, db_url, tmp_path):
 
         page.get_by_text("OpenAI-compatible endpoint").click()
         settle(page)
-        page.get_by_label("Base URL").fill(dead.base_url)
-        page.get_by_label("Model").fill("judgekit-test")
-        key_env = page.get_by_role("textbox", name="Name of the environment variable holding the key")
-        key_env.fill("")
-        key_env.press("Enter")
-        settle(page)
+        fill_field(page, page.get_by_label("Base URL"), dead.base_url)
+        fill_field(page, page.get_by_label("Model"), "judgekit-test")
+        fill_field(page, page.get_by_role("textbox", name="Name of the environment variable holding the key"), "")
         page.get_by_role("button", name="Test this endpoint").click()
         page.get_by_text(re.compile(r"^one tiny call: ")).wait_for(timeout=60_000)
         settle(page)
-        page.get_by_role("textbox", name="Name (optional)").fill("outage")
-        page.get_by_label("Concurrency").fill("1")
-        page.get_by_label("Concurrency").press("Enter")
-        settle(page)
+        fill_field(page, page.get_by_role("textbox", name="Name (optional)"), "outage")
+        fill_field(page, page.get_by_label("Concurrency"), "1")
         screenshot(page, "run-before-start", tmp_path, full_page=True)
         page.get_by_role("button", name="Start").click()
         page.get_by_text(re.compile(r"outage-single stopped: .*press Resume")).wait_for(timeout=120_000)

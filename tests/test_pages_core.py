@@ -191,7 +191,7 @@ def test_run_page_keeps_the_form_names_runs_and_asks_before_copies(engine, db_ur
     assert at.text_input(key="run_name").value == "first-try"
     assert at.multiselect(key="run_variants").value == ["single"]
     at.button(key="run_start").click().run()
-    assert "Started first-try-single" in texts(at).replace("\\", "")
+    assert "Started first-try-single — 12 examples (seed" in texts(at).replace("\\", "")  # says what it started
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and jobs.active(db_url):
         time.sleep(0.2)
