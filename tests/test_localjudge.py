@@ -30,6 +30,7 @@ from judgekit.localjudge import (  # noqa: E402
     LocalJudge,
     LocalJudgeError,
     default_model_path,
+    exit_text,
     free_port,
 )
 from judgekit.parse import parse_reply  # noqa: E402
@@ -210,3 +211,43 @@ def test_serve_forever_prints_url_and_stops_on_sigterm(tmp_path):
             proc.wait()
     port = int(base_url.rsplit(":", 1)[1].split("/")[0])
     assert _port_is_free("127.0.0.1", port)
+
+
+CRASHES_ON_FIRST_DECODE = """
+import json, os, signal, sys
+from http.server import BaseHTTPRequestHandler, HTTPServer
+model, port = sys.argv[1], int(sys.argv[2])
+class H(BaseHTTPRequestHandler):
+    def do_GET(self):
+        body = json.dumps({"object": "list", "data": [{"id": model}]}).encode()
+        self.send_response(200); self.send_header("Content-Length", str(len(body))); self.end_headers()
+        self.wfile.write(body)
+    def do_POST(self):
+        os.kill(os.getpid(), signal.SIGSEGV)  # what a llama.cpp built for AMX does inside some VMs
+HTTPServer(("127.0.0.1", port), H).serve_forever()
+"""
+
+
+def test_a_server_that_lists_its_model_but_crashes_on_the_first_token_does_not_start(tmp_path, monkeypatch):
+    """/v1/models answering is not enough: start() has the model generate one token, so a build that
+    crashes on decode is reported at start with what to do, not as a run of connection errors."""
+    model = tmp_path / "crashy.gguf"
+    model.write_bytes(b"GGUF")
+    script = tmp_path / "server.py"
+    script.write_text(CRASHES_ON_FIRST_DECODE)
+    monkeypatch.setattr("judgekit.localjudge.server_command",
+                        lambda path, host, port, **kw: [sys.executable, str(script), "crashy", str(port)])
+    j = LocalJudge(model)
+    with pytest.raises(LocalJudgeError) as err:
+        j.start(timeout_s=60)
+    assert "at its first token" in err.value.summary and "SIGSEGV" in err.value.summary
+    assert "GGML_NATIVE=OFF" in err.value.summary
+    assert not j.running
+
+
+def test_exit_text_names_the_signal_and_says_what_to_do_after_a_crash():
+    assert exit_text(1) == "code 1"
+    assert exit_text(-signal.SIGTERM) == "SIGTERM"
+    for crash in (signal.SIGSEGV, signal.SIGILL):
+        text = exit_text(-crash)
+        assert text.startswith(crash.name) and "GGML_NATIVE=OFF" in text and "\n" not in text
