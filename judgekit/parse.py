@@ -374,11 +374,29 @@ def _verdict_from_entry(entry: Any, criterion: Criterion) -> ParsedVerdict:
         if _is_cannot_assess(found.value):
             return _cannot_assess(criterion, rationale, flags)
         value, error = _coerce(found.value, criterion)
+        if value is not None and len(readings := _verdict_field_readings(entry, criterion)) > 1:
+            keys = ", ".join(repr(k) for k in readings)
+            return ParsedVerdict(None, rationale, flags,
+                                 f"{criterion.key}: ambiguous reply — {keys} give different verdicts")
         return ParsedVerdict(value, rationale, flags, None if value is not None else f"{criterion.key}: {error}")
     if _is_cannot_assess(entry):
         return _cannot_assess(criterion, None, ())
     value, error = _coerce(entry, criterion)
     return ParsedVerdict(value, error=None if value is not None else f"{criterion.key}: {error}")
+
+
+def _verdict_field_readings(entry: dict, criterion: Criterion) -> dict[str, int]:
+    """The verdict fields of one entry that read as a value of ``criterion`` (``{"verdict": true, "pass":
+    false}``), by key; more than one distinct value means the entry does not clearly give either. A field
+    that is no value of the criterion (a 0.9 confidence beside a binary verdict) is not a reading."""
+    readings: dict[str, int] = {}
+    for name in VERDICT_KEYS:
+        found = _resolve(entry, name)
+        if found.found and not found.ambiguous:
+            value, _ = _coerce(found.value, criterion)
+            if value is not None:
+                readings[name] = value
+    return readings if len(set(readings.values())) > 1 else {}
 
 
 def _cannot_assess(criterion: Criterion, rationale: str | None, flags: tuple[str, ...]) -> ParsedVerdict:
@@ -393,21 +411,29 @@ def _has_any_key(obj: dict, keys: set[str]) -> bool:
     return any(_norm_key(str(k)) in keys for k in obj)
 
 
-def _choose_object(text: str, criteria: Sequence[Criterion]) -> dict | None:
-    """The first object that speaks about the asked criteria; else the first object at all."""
+def _speaking_objects(text: str, criteria: Sequence[Criterion]) -> list[dict]:
+    """Every distinct object of the reply that speaks about the asked criteria (a wrapper such as
+    ``{"verdicts": {...}}`` counts by its inner object), most deliberate first; else the first object at
+    all, so that its criteria read as missing. Bounded by the scan's candidate and character budgets."""
     keys = {_norm_key(c.key) for c in criteria}
     first = None
+    speaking: list[dict] = []
+
+    def add(obj: dict) -> None:
+        if obj not in speaking:
+            speaking.append(obj)
+
     for obj in _json_objects(text):
         if first is None:
             first = obj
         if _has_any_key(obj, keys):
-            return obj
-        for inner in obj.values():  # a wrapper such as {"verdicts": {...}}
+            add(obj)
+        for inner in obj.values():
             if isinstance(inner, dict) and _has_any_key(inner, keys):
-                return inner
+                add(inner)
         if len(criteria) == 1 and _has_any_key(obj, set(VERDICT_KEYS)):
-            return obj
-    return first
+            add(obj)
+    return speaking or ([first] if first is not None else [])
 
 
 def _unscored(criteria: Sequence[Criterion], reason: str) -> dict[str, ParsedVerdict]:
@@ -433,23 +459,35 @@ def parse_reply(text: str | None, criteria: Sequence[Criterion]) -> dict[str, Pa
         return _unscored(
             criteria, "reply empty after removing <think> blocks" if text.strip() else "empty reply"
         )
-    obj = _choose_object(body, criteria)
-    if obj is None:
+    objects = _speaking_objects(body, criteria)
+    if not objects:
         return _unscored(criteria, "no JSON object found in reply")
     norms = [_norm_key(c.key) for c in criteria]
     out: dict[str, ParsedVerdict] = {}
     for criterion, norm in zip(criteria, norms, strict=True):
         twins = norms.count(norm) > 1  # asked criteria that differ only in case or spacing
-        found = _resolve(obj, norm, exact_only=criterion.key if twins else None)
-        if not found.found and len(criteria) == 1 and _has_any_key(obj, set(VERDICT_KEYS)):
-            found = _Found(True, obj)  # bare {"verdict": …, "rationale": …} for a one-criterion call
-        if found.ambiguous:
-            out[criterion.key] = _ambiguous(criterion.key, found)
-        elif not found.found:
+        given = [v for obj in objects if (v := _verdict_in(obj, criterion, norm, twins, len(criteria))) is not None]
+        if not given:
             out[criterion.key] = ParsedVerdict(None, error=f"{criterion.key}: missing from reply")
+        elif len({(v.value, v.cannot_assess) for v in given}) > 1:  # the reply says it twice, differently
+            out[criterion.key] = ParsedVerdict(
+                None, given[0].rationale, given[0].red_flags,
+                f"{criterion.key}: ambiguous reply — {len(given)} JSON objects give different verdicts")
         else:
-            out[criterion.key] = _verdict_from_entry(found.value, criterion)
+            out[criterion.key] = given[0]
     return out
+
+
+def _verdict_in(obj: dict, criterion: Criterion, norm: str, twins: bool, n_asked: int) -> ParsedVerdict | None:
+    """What one object of the reply gives for ``criterion`` (None: it does not mention it)."""
+    found = _resolve(obj, norm, exact_only=criterion.key if twins else None)
+    if not found.found and n_asked == 1 and _has_any_key(obj, set(VERDICT_KEYS)):
+        found = _Found(True, obj)  # bare {"verdict": …, "rationale": …} for a one-criterion call
+    if found.ambiguous:
+        return _ambiguous(criterion.key, found)
+    if not found.found:
+        return None
+    return _verdict_from_entry(found.value, criterion)
 
 
 # --------------------------------------------------------------------------------------- logprobs

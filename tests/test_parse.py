@@ -402,7 +402,12 @@ def test_server_tokens_concatenate_back_to_the_text(text):
         ('{" Safety ": 4}', 4),  # one loose match: clear
         ('{"safety": {"verdict": 4, "Verdict": 2}}', None),
         ('{"safety": {"Score": 4, "score": 4}}', 4),
-        ('{"safety": {"verdict": 5, "score": 1}}', 5),  # an alias of lower priority does not compete
+        ('{"safety": {"verdict": 5, "score": 1}}', None),  # two verdict fields, two levels: not clear
+        ('{"safety": {"verdict": 5, "score": "5/5"}}', 5),  # two verdict fields that agree
+        ('{"safety": {"verdict": 5, "pass": true}}', 5),  # a field that is no level does not compete
+        ('{"safety": 4} {"safety": 2}', None),  # the reply gives two objects that disagree
+        ('{"verdicts": {"safety": 4}, "safety": 2}', None),  # a wrapper and the top level disagree
+        ('{"safety": 4}\n```json\n{"safety": 4}\n```', 4),  # the same answer twice is clear
     ],
 )
 def test_keys_differing_only_in_case_or_spacing_are_read_only_when_clear(text, expected):
@@ -452,3 +457,20 @@ def test_rationales_and_flags_are_bounded():
     assert got.value == 3
     assert len(got.rationale) < 17_000 and "characters left out" in got.rationale
     assert len(got.red_flags) <= 32 and all(len(f) < 600 for f in got.red_flags)
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ('{"safe": {"verdict": true, "pass": false}}', None),  # two verdict fields that disagree
+        ('{"safe": {"verdict": true, "score": 0.9}}', 1),  # a confidence beside the verdict is no verdict
+        ('{"safe": true} Correction: {"safe": false}', None),  # the judge changed its mind in the reply
+        ('{"safe": true} and again {"Safe": "yes"}', 1),  # said twice, the same way
+        ('{"verdict": true, "details": {"safe": false}}', None),  # bare verdict vs the named criterion
+    ],
+)
+def test_a_binary_verdict_the_reply_gives_two_ways_is_unscored(text, expected):
+    got = parse_reply(text, [Criterion("safe", "Is it safe?")])["safe"]
+    assert got.value == expected
+    if expected is None:
+        assert got.error and "ambiguous" in got.error and not got.cannot_assess
