@@ -385,17 +385,18 @@ def _verdict_from_entry(entry: Any, criterion: Criterion) -> ParsedVerdict:
     return ParsedVerdict(value, error=None if value is not None else f"{criterion.key}: {error}")
 
 
-def _verdict_field_readings(entry: dict, criterion: Criterion) -> dict[str, int]:
+def _verdict_field_readings(entry: dict, criterion: Criterion) -> dict[str, int | None]:
     """The verdict fields of one entry that read as a value of ``criterion`` (``{"verdict": true, "pass":
-    false}``), by key; more than one distinct value means the entry does not clearly give either. A field
-    that is no value of the criterion (a 0.9 confidence beside a binary verdict) is not a reading."""
-    readings: dict[str, int] = {}
-    for name in VERDICT_KEYS:
-        found = _resolve(entry, name)
-        if found.found and not found.ambiguous:
-            value, _ = _coerce(found.value, criterion)
-            if value is not None:
-                readings[name] = value
+    false}``), by key; more than one distinct reading means the entry does not clearly give either. A
+    field given twice with different values reads as ``None`` (unclear); a field that is no value of the
+    criterion (a 0.9 confidence beside a binary verdict) is not a reading."""
+    readings: dict[str, int | None] = {}
+    for key, raw in entry.items():
+        if _norm_key(str(key)) in VERDICT_KEYS:
+            if raw is CONFLICT:
+                readings[str(key)] = None
+            elif (value := _coerce(raw, criterion)[0]) is not None:
+                readings[str(key)] = value
     return readings if len(set(readings.values())) > 1 else {}
 
 
@@ -487,7 +488,13 @@ def _verdict_in(obj: dict, criterion: Criterion, norm: str, twins: bool, n_asked
         return _ambiguous(criterion.key, found)
     if not found.found:
         return None
-    return _verdict_from_entry(found.value, criterion)
+    verdict = _verdict_from_entry(found.value, criterion)
+    if n_asked == 1 and found.value is not obj and _has_any_key(obj, set(VERDICT_KEYS)):
+        bare = _verdict_from_entry(obj, criterion)  # {"safe": false, "verdict": true}: two answers
+        if bare.value is not None and (bare.value, bare.cannot_assess) != (verdict.value, verdict.cannot_assess):
+            return ParsedVerdict(None, verdict.rationale, verdict.red_flags,
+                                 f"{criterion.key}: ambiguous reply — the criterion and a bare verdict disagree")
+    return verdict
 
 
 # --------------------------------------------------------------------------------------- logprobs

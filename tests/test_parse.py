@@ -467,6 +467,11 @@ def test_rationales_and_flags_are_bounded():
         ('{"safe": true} Correction: {"safe": false}', None),  # the judge changed its mind in the reply
         ('{"safe": true} and again {"Safe": "yes"}', 1),  # said twice, the same way
         ('{"verdict": true, "details": {"safe": false}}', None),  # bare verdict vs the named criterion
+        ('{"safe": false, "verdict": true}', None),  # the named criterion vs a bare verdict, one object
+        ('{"safe": false, "verdict": false}', 0),  # … that agree
+        ('{"safe": {"verdict": true, "result": "fail", "result": "no"}}', None),  # a field given twice
+        ('{"safe": {"verdict": true, "Pass": false, "pass": "no"}}', None),  # … in two spellings
+        ('{"safe": {"verdict": true, "pass": true, "Pass": "yes"}}', 1),  # two spellings of the same
     ],
 )
 def test_a_binary_verdict_the_reply_gives_two_ways_is_unscored(text, expected):
