@@ -53,6 +53,7 @@ _PATTERNS = (
     re.compile(r"[A-Za-z0-9_\-]{2,}(?:\*{3,}|…|•{3,})[A-Za-z0-9_\-]{2,}"),
     re.compile(r"\b(?:sk|rk|pk|xai|gsk|sk_live|sk_test|ghp|gho|github_pat|hf|glpat)[-_][A-Za-z0-9_\-*.]{6,}"),
     re.compile(r"\bAIza[A-Za-z0-9_\-]{20,}"),
+    re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"),  # AWS access key ids
     re.compile(r"(?i)\bBearer\s+\S+"),
     re.compile(r"(?i)\bBasic\s+[A-Za-z0-9+/=]{8,}"),
 )
@@ -61,7 +62,7 @@ _LABELLED = re.compile(
     r"(\"[^\"]*\"|'[^']*'|[^\s,;&]+)"
 )
 _URL_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*://)[^\s/@:]*(?::[^\s/@]*)?@")
-_SECRET_PARAM = re.compile(r"(?i)key|token|secret|password|passwd|sig|signature|auth|credential")
+_SECRET_PARAM = re.compile(r"(?i)key|token|secret|pass|pwd|sig|auth|credential|session")
 
 
 def _environment_keys() -> list[str]:
@@ -117,15 +118,17 @@ def scrub(text: str | None, keys: Iterable[str] = ()) -> str | None:
 
 
 def looks_like_secret(value: str) -> bool:
-    """Whether ``value`` reads like a key rather than a name: a known key prefix, or a long mixed run of
-    upper case, lower case and digits (``OPENAI_API_KEY`` does not; ``sk-…`` and random tokens do)."""
+    """Whether ``value`` reads like a key rather than a name: a known key prefix; a long mixed run of
+    upper case, lower case and digits; or 16+ characters with no word separator and digits among them
+    (hex keys such as Azure's, upper-case tokens). ``OPENAI_API_KEY`` and ``AZURE_KEY_2`` do not."""
     if any(p.search(value) for p in _PATTERNS):
         return True
     letters = value.replace("_", "").replace("-", "")
-    mixed = any(c.islower() for c in letters) and any(c.isupper() for c in letters) and any(
-        c.isdigit() for c in letters
-    )
-    return len(letters) >= 20 and mixed
+    digits = sum(c.isdigit() for c in letters)
+    mixed = any(c.islower() for c in letters) and any(c.isupper() for c in letters) and digits > 0
+    if len(letters) >= 20 and mixed:
+        return True
+    return "_" not in value and len(letters) >= 16 and digits >= 3
 
 
 def check_env_name(name: str, option: str = "--api-key-env") -> str:
@@ -147,17 +150,36 @@ def check_base_url(url: str, option: str = "--base-url") -> str:
     """
     try:
         parts = urlsplit(url.strip())
+        host = parts.hostname
     except ValueError:
         raise ValueError(f"{option}: not a URL") from None
-    secret_params = [k for k, _ in parse_qsl(parts.query, keep_blank_values=True) if _SECRET_PARAM.search(k)]
-    if "@" in parts.netloc or secret_params:
-        where = "user:password@ in the address" if "@" in parts.netloc else f"the query parameter {secret_params[0]}"
+    if parts.scheme.lower() not in ("http", "https") or not host:
+        raise ValueError(f"{option}: not an http(s) address with a host (like https://api.openai.com/v1)")
+    secret_params = [k for k, _ in _query_pairs(parts.query) if _SECRET_PARAM.search(k)]
+    where = ("user:password@ in the address" if "@" in parts.netloc
+             else "a query parameter named like a key" if secret_params
+             else "the part after #" if parts.fragment and looks_like_credentials(parts.fragment)
+             else None)
+    if where:
         raise ValueError(
-            f"{option} for host {parts.hostname or '?'} carries credentials ({where}); judgekit never stores "
+            f"{option} for host {host} carries credentials ({where}); judgekit never stores "
             "keys. Remove them from the URL, put the key in an environment variable and name it with "
             "--api-key-env."
         )
     return url
+
+
+def _query_pairs(query: str) -> list[tuple[str, str]]:
+    """A URL query's name/value pairs, split on ``&`` and on ``;`` (both separate parameters somewhere)."""
+    return [pair for part in re.split(r"[&;]", query) if part for pair in parse_qsl(part, keep_blank_values=True)]
+
+
+def looks_like_credentials(text: str) -> bool:
+    """Whether a piece of a URL (a fragment) carries a credential: a parameter named like one, or a
+    secret-looking token."""
+    return any(_SECRET_PARAM.search(k) for k, _ in _query_pairs(text)) or any(
+        looks_like_secret(w) for w in re.split(r"[&;=/:,]", text) if w
+    )
 
 
 def redact_url(url: str | None) -> str | None:
@@ -171,10 +193,9 @@ def redact_url(url: str | None) -> str | None:
     netloc = parts.netloc
     if "@" in netloc:
         netloc = MASK + "@" + netloc.rsplit("@", 1)[1]
-    query = "&".join(
-        f"{k}={MASK if _SECRET_PARAM.search(k) else v}" for k, v in parse_qsl(parts.query, keep_blank_values=True)
-    )
-    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+    query = "&".join(f"{k}={MASK if _SECRET_PARAM.search(k) else v}" for k, v in _query_pairs(parts.query))
+    fragment = MASK if parts.fragment and looks_like_credentials(parts.fragment) else parts.fragment
+    return urlunsplit((parts.scheme, netloc, parts.path, query, fragment))
 
 
 def check_judge_settings(base_url: str | None, api_key_env: str | None) -> None:

@@ -1269,17 +1269,22 @@ def report_tables(report: Report) -> list[tuple[str, list[str], list[list[Any]],
 
 
 _MD_SPECIAL = re.compile(r"([\\`*_\[\]()!<>~|])")
-_MD_AUTOLINK = re.compile(r"(?i)\b(https?|ftp|javascript|data|vbscript|file|mailto)(:)")
-_MD_WWW = re.compile(r"(?i)\bwww\.")
+# no \b: after "_" (a word character) GFM still links "_https://…"; escaping a colon or dot that needed none
+# is harmless
+_MD_AUTOLINK = re.compile(r"(?i)(https?|ftp|javascript|data|vbscript|file|mailto|xmpp)(:)")
+_MD_WWW = re.compile(r"(?i)(www)(\.)")
 
 
 def _md_cell(x: Any) -> str:
     """Untrusted text made inert in Markdown: HTML-escaped, then every character of emphasis, code, link and
     image syntax backslash-escaped (no ``[…](javascript:…)`` link, no ``![](https://…)`` remote image), and
-    the scheme colon / ``www.`` escaped so no viewer turns a bare address into a link."""
+    the scheme colon and ``www.`` escaped and ``@`` followed by a zero-width space, so no viewer (GitHub's
+    autolinks included) turns a bare address or e-mail address into a link."""
     text = _MD_SPECIAL.sub(r"\\\1", _esc(excerpt(x, 2000)))
     text = _MD_AUTOLINK.sub(r"\1\\:", text)
-    return _MD_WWW.sub(r"www\\.", text)
+    # GitHub links bare e-mail addresses whatever is escaped around them; a zero-width space after "@" is
+    # the only thing that keeps one inert without changing the visible text
+    return _MD_WWW.sub(r"\1\\.", text).replace("@", "@&#8203;")
 
 
 def render_markdown(report: Report) -> str:

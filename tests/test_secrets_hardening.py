@@ -67,7 +67,10 @@ def test_a_masked_key_echoed_by_a_401_is_in_no_row_output_or_export(cli, demo, d
 
 
 @pytest.mark.parametrize("pasted", ["sk-proj-Zx81Lq0PaV7mWn3Rt5Yb", "AbCdEfGh1234567890XyZwQ9",
-                                    "Bearer abc.def.ghi", "my key=123"])
+                                    "Bearer abc.def.ghi", "my key=123",
+                                    "a3f9c2e17b4d4e0c9a8b7c6d5e4f3a2b",  # a 32-hex key (Azure's shape)
+                                    "AKIAIOSFODNN7EXAMPLE",  # an AWS access key id
+                                    "QWERTY7UIOP4ASDF9GHJKL"])  # upper case and digits, no separator
 def test_a_key_passed_as_the_variable_name_is_never_echoed(cli, demo, pasted):
     result = cli("run", "--dataset", "demo", "--rubric", "demo", "--base-url", "http://127.0.0.1:9/v1",
                  "--model", "m", "--api-key-env", pasted, "--judge-kind", "openai")
@@ -84,7 +87,11 @@ def test_a_key_passed_as_the_variable_name_is_never_echoed(cli, demo, pasted):
 
 
 @pytest.mark.parametrize("url", ["https://ann:s3cretPassw0rd@127.0.0.1:9/v1",
-                                 "https://127.0.0.1:9/v1?api-key=s3cretPassw0rd"])
+                                 "https://127.0.0.1:9/v1?api-key=s3cretPassw0rd",
+                                 "https://127.0.0.1:9/v1?pwd=s3cretPassw0rd",
+                                 "https://127.0.0.1:9/v1?x=1;api_key=s3cretPassw0rd",
+                                 "https://127.0.0.1:9/v1?apikeys3cretPassw0rd",
+                                 "https://127.0.0.1:9/v1#token=s3cretPassw0rd"])
 def test_credentials_in_a_base_url_are_refused_with_a_pointer_to_env_vars(cli, demo, url):
     result = cli("run", "--dataset", "demo", "--rubric", "demo", "--base-url", url, "--model", "m",
                  "--judge-kind", "openai")
@@ -93,6 +100,25 @@ def test_credentials_in_a_base_url_are_refused_with_a_pointer_to_env_vars(cli, d
     assert "s3cretPassw0rd" not in result.stderr + result.stdout
     with Session(demo) as s:
         assert store.row_counts(s)["judges"] == 0
+
+
+@pytest.mark.parametrize("url", ["https:/ann:s3cretPassw0rd@127.0.0.1:9/v1", "ann:s3cretPassw0rd@127.0.0.1:9/v1",
+                                 "ftp://127.0.0.1:9/v1"])
+def test_a_base_url_that_is_not_http_with_a_host_is_refused_without_echoing_it(cli, demo, url):
+    result = cli("run", "--dataset", "demo", "--rubric", "demo", "--base-url", url, "--model", "m",
+                 "--judge-kind", "openai")
+    assert result.exit_code == 2 and "not an http(s) address with a host" in result.stderr
+    assert "s3cretPassw0rd" not in result.stderr + result.stdout
+    with Session(demo) as s:
+        assert store.row_counts(s)["judges"] == 0
+
+
+@pytest.mark.parametrize("name", ["OPENAI_API_KEY", "AZURE_OPENAI_KEY_2", "JK_TEST_KEY", "HF_TOKEN",
+                                  "OPENAI_API_KEY_20250101"])
+def test_ordinary_variable_names_are_not_taken_for_keys(name):
+    from judgekit import redact
+
+    assert redact.check_env_name(name) == name
 
 
 def test_a_judge_stored_with_credentials_before_is_shown_redacted(cli, demo, tmp_path):
@@ -110,9 +136,11 @@ def test_a_judge_stored_with_credentials_before_is_shown_redacted(cli, demo, tmp
 
 
 def test_markdown_export_turns_no_untrusted_text_into_a_link_or_an_image(cli, demo, tmp_path):
+    import cmarkgfm  # GitHub's renderer: it also links bare addresses, _https://… and e-mail addresses
     from markdown_it import MarkdownIt
 
-    name = "[click me](https://evil.example/phish) ![p](https://evil.example/pixel.png) <b>x</b> www.evil.example"
+    name = ("[click me](https://evil.example/phish) ![p](https://evil.example/pixel.png) <b>x</b> www.evil.example"
+            " _https://evil.example/x ann@evil.example _www.evil.example")
     lines = [{"example_id": f"q-{i:04d}", "criterion": "answers_question", "verdict": i % 2 == 0,
               "rationale": "[r](javascript:alert(1))"} for i in range(1, 11)]
     lines += [{"example_id": f"q-{i:04d}", "criterion": "cites_source", "verdict": i % 3 == 0}
@@ -123,6 +151,6 @@ def test_markdown_export_turns_no_untrusted_text_into_a_link_or_an_image(cli, de
     result = cli("export-report", "--out", str(tmp_path / "r.md"), "--run", name, "--no-human")
     assert result.exit_code == 0, result.stderr
     text = (tmp_path / "r.md").read_text()
-    html = MarkdownIt("commonmark").enable("table").render(text)
-    assert "<a " not in html and "<img" not in html and "<b>" not in html
-    assert "click me" in html and "evil.example" in html  # the text itself is all there, inert
+    for html in (MarkdownIt("commonmark").enable("table").render(text), cmarkgfm.github_flavored_markdown_to_html(text)):
+        assert "<a " not in html and "<img" not in html and "<b>" not in html, html
+        assert "click me" in html and "ann@\u200bevil.example" in html  # the text is all there, inert
