@@ -15,6 +15,7 @@ import json
 import json.decoder
 import json.scanner
 import math
+import re
 import sys
 import unicodedata
 from collections.abc import Iterator, Mapping
@@ -59,35 +60,55 @@ def nfc(text: str) -> str:
 
 
 def _value_problem(value: Any) -> str | None:
-    """Why a parsed JSON/YAML value cannot be stored as it is (else ``None``): nesting deeper than
+    """Why a parsed JSON/YAML value cannot be stored as it is (else ``None``); see :func:`value_problem_at`."""
+    found = value_problem_at(value)
+    return found[1] if found else None
+
+
+def value_problem_at(value: Any, path: str = "") -> tuple[str, str] | None:
+    """Where and why a parsed JSON/YAML value cannot be stored as it is (else ``None``): nesting deeper than
     :data:`MAX_DEPTH`, a NUL character or lone surrogate in a string, an integer beyond 64 bits, a key that
-    is not text. Iterative, so no input can exhaust the stack."""
-    stack: list[tuple[Any, int]] = [(value, 0)]
+    is not text. The place is a path such as ``data[3].comment`` under ``path``. Iterative, so no input can
+    exhaust the stack; the path is spelled out only for the value found."""
+    Place = tuple | None  # (parent place, key or index): built as it goes, spelled out once
+    stack: list[tuple[Any, int, Place]] = [(value, 0, None)]
+
+    def spelled(place: Place) -> str:
+        parts: list[str] = []
+        while place is not None:
+            place, key = place
+            parts.append(f"[{key}]" if isinstance(key, int) and not isinstance(key, bool) else f".{key}")
+        return (path + "".join(reversed(parts))).lstrip(".")
+
     while stack:
-        item, depth = stack.pop()
+        item, depth, place = stack.pop()
+        problem = None
         if isinstance(item, str):
             if "\x00" in item:
-                return "contains a NUL character (\\u0000)"
-            try:
-                item.encode("utf-8")
-            except UnicodeEncodeError:
-                return "contains a lone surrogate (an unpaired \\ud800-\\udfff escape), which is not text"
+                problem = "contains a NUL character (\\u0000)"
+            else:
+                try:
+                    item.encode("utf-8")
+                except UnicodeEncodeError:
+                    problem = "contains a lone surrogate (an unpaired \\ud800-\\udfff escape), which is not text"
         elif isinstance(item, bool) or item is None or isinstance(item, float):
             continue
         elif isinstance(item, int):
             if not INT_RANGE[0] <= item <= INT_RANGE[1]:
-                return "an integer beyond 64 bits (store it as text)"
+                problem = "an integer beyond 64 bits (store it as text)"
         elif isinstance(item, dict | list):
             if depth >= MAX_DEPTH:
-                return f"nested more than {MAX_DEPTH} levels deep"
-            if isinstance(item, dict):
+                problem = f"nested more than {MAX_DEPTH} levels deep"
+            elif isinstance(item, dict):
                 for k, v in item.items():
                     if not isinstance(k, str | int) or isinstance(k, bool):
-                        return f"a mapping key must be text, not {type(k).__name__}"
-                    stack.append((k, depth + 1))
-                    stack.append((v, depth + 1))
+                        return spelled(place), f"a mapping key must be text, not {type(k).__name__}"
+                    stack.append((k, depth + 1, (place, str(k))))
+                    stack.append((v, depth + 1, (place, str(k))))
             else:
-                stack.extend((v, depth + 1) for v in item)
+                stack.extend((v, depth + 1, (place, i)) for i, v in enumerate(item))
+        if problem:
+            return spelled(place), problem
     return None
 
 
@@ -149,6 +170,40 @@ def iter_jsonl(path: str | Path, raw: bytes) -> Iterator[Record]:
         yield Record(lineno, obj)
 
 
+def iter_json_array(path: str | Path, text: str) -> Iterator[Record]:
+    """Records of a ``.json`` file holding one JSON array of objects, each with the line it starts on."""
+    decoder = json.JSONDecoder()
+    ws = re.compile(r"[ \t\n\r]*")
+    pos, line = ws.match(text, text.index("[") + 1).end(), 1 + text.count("\n", 0, text.index("["))
+    counted = 0
+    if text.startswith("]", pos):
+        return
+    while True:
+        line += text.count("\n", counted, pos)
+        counted = pos
+        try:
+            obj, end = decoder.raw_decode(text, pos)
+        except json.JSONDecodeError as e:
+            raise InputError(path, f"invalid JSON ({e.msg} at column {e.colno})", line=e.lineno) from None
+        except (RecursionError, ValueError) as e:
+            reason = "nested too deeply" if isinstance(e, RecursionError) else _int_limit_message(e)
+            raise InputError(path, f"invalid JSON ({reason})", line=line) from None
+        if not isinstance(obj, dict):
+            raise InputError(path, f"expected a JSON object, got {type(obj).__name__}", line=line)
+        check_values(path, obj, line)
+        yield Record(line, obj)
+        pos = ws.match(text, end).end()
+        if text.startswith("]", pos):
+            if text[pos + 1 :].strip():
+                raise InputError(path, "text after the end of the JSON array",
+                                 line=1 + text.count("\n", 0, pos))
+            return
+        if not text.startswith(",", pos):
+            raise InputError(path, "invalid JSON (expected ',' or ']' between array items)",
+                             line=1 + text.count("\n", 0, pos))
+        pos = ws.match(text, pos + 1).end()
+
+
 def iter_csv(path: str | Path, text: str) -> tuple[list[str], Iterator[Record]]:
     """Header and records of a CSV file; quoted fields may span lines (line = where the row starts)."""
     csv.field_size_limit(CSV_FIELD_LIMIT)
@@ -192,11 +247,15 @@ def _csv_message(e: csv.Error) -> str:
 
 
 def read_records(path: str | Path) -> tuple[str, list[str] | None, list[Record]]:
-    """(format, CSV header or None, records) of a .jsonl/.json-lines or .csv file."""
+    """(format, CSV header or None, records) of a .jsonl/.json-lines or .csv file; a ``.json`` file that holds
+    one JSON array of objects is read as that array."""
     p = Path(path)
     suffix = p.suffix.lower()
     if suffix in (".jsonl", ".ndjson", ".json"):
-        return "jsonl", None, list(iter_jsonl(p, read_bytes(p)))
+        raw = read_bytes(p)
+        if suffix == ".json" and raw.lstrip().startswith(b"["):
+            return "jsonl", None, list(iter_json_array(p, read_text(p)))
+        return "jsonl", None, list(iter_jsonl(p, raw))
     if suffix in (".csv", ".tsv"):
         header, recs = iter_csv(p, read_text(p))
         return "csv", header, list(recs)
@@ -863,9 +922,10 @@ def parse_run_file(path: str | Path, *, example_ids: set[str], rubric: Rubric) -
 def dump_labels_csv(rows: list[dict], criteria: list[str]) -> str:
     """Labels in long CSV form; cells that a spreadsheet would execute (=,+,-,@) are neutralised with a
     leading ``'`` — and so is a cell that starts with ``'`` itself, so :func:`_csv_unsafe` can undo exactly
-    what was added and every value reads back as it was."""
+    what was added and every value reads back as it was. Lines end in CRLF (RFC 4180), which also makes the
+    writer quote a value holding a lone CR — with LF endings it did not, and the reader split the row there."""
     out = io.StringIO()
-    w = csv.writer(out, lineterminator="\n")
+    w = csv.writer(out, lineterminator="\r\n")
     w.writerow(LONG_LABEL_FIELDS)
     for r in rows:
         w.writerow(

@@ -67,8 +67,10 @@ from judgekit.datasets import (
     InputError,
     iter_csv,
     iter_jsonl,
+    nfc,
     read_bytes,
     read_text,
+    value_problem_at,
 )
 from judgekit.rubric import SCALE_LEVELS, Criterion, Rubric
 
@@ -347,7 +349,7 @@ class _Matcher:
 
     def _match(self, ref: SampleRef) -> str | None:
         if ref.explicit_id is not None:
-            ex = ref.explicit_id.strip()
+            ex = nfc(ref.explicit_id.strip())
             if ex not in self.examples:
                 raise ref.where.error(f"no example {ex!r} in the dataset", field=ref.explicit_field)
             if ref.answer is not None and not self._same_answer(ref, ex):
@@ -355,7 +357,7 @@ class _Matcher:
                     f"the answer this tool judged differs from the stored answer of example {ex!r}: "
                     "judgekit compares judges on the same stored answers", field=ref.explicit_field)
             return ex
-        for cand in ref.candidate_ids:
+        for cand in map(nfc, ref.candidate_ids):
             ex = cand if cand in self.examples else self.hashed().get(cand.lower())
             if ex is not None and (ref.answer is None or self._same_answer(ref, ex)):
                 return ex
@@ -400,7 +402,7 @@ def _load_json(path: str | Path) -> Any:
         raise InputError(path, f"not valid UTF-8 (byte 0x{raw[e.start]:02x} at offset {e.start})",
                          line=raw[: e.start].count(b"\n") + 1) from None
     try:
-        return json.loads(text)
+        doc = json.loads(text, parse_int=_json_int)
     except json.JSONDecodeError as e:
         # a string that never closes, or an error at the very end: the document stops early
         ends_early = e.pos >= len(text.rstrip()) or e.msg.startswith("Unterminated string")
@@ -408,6 +410,16 @@ def _load_json(path: str | Path) -> Any:
         raise InputError(path, f"invalid JSON ({what} at column {e.colno})", line=e.lineno) from None
     except RecursionError:
         raise InputError(path, "JSON nested too deeply") from None
+    problem = value_problem_at(doc)
+    if problem:
+        raise InputError(path, problem[1], field=problem[0] or None)
+    return doc
+
+
+def _json_int(digits: str) -> int | float:
+    """An integer literal: as an int up to 64 bits, else as a float (inf when out of range) — a number
+    that no score, token count or cost can be, read without Python's 4,300-digit conversion limit."""
+    return int(digits) if len(digits.lstrip("-")) <= 18 else float(digits)
 
 
 def _records(path: str | Path) -> Iterator[tuple[Where, dict]]:
@@ -831,8 +843,8 @@ def _json_field(value: Any) -> Any:
     """A nested field: an object as-is, or the JSON text a CSV export writes for it."""
     if isinstance(value, str) and value.strip().startswith(("{", "[")):
         try:
-            return json.loads(value)
-        except json.JSONDecodeError:
+            return json.loads(value, parse_int=_json_int)
+        except (ValueError, RecursionError):  # not JSON, or nested too deeply to be the object meant
             return value
     return value
 

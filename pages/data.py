@@ -18,7 +18,7 @@ who = signin.page(
 )
 
 KINDS = {
-    "Dataset (.jsonl / .csv)": ["jsonl", "csv"],
+    "Dataset (.jsonl / .csv / .json)": ["jsonl", "csv", "json"],
     "Rubric (.yaml / .json)": ["yaml", "yml", "json"],
     "Labels (.jsonl / .csv)": ["jsonl", "csv"],
     "External run (.jsonl / .csv)": ["jsonl", "csv"],

@@ -154,6 +154,21 @@ def test_json_rubric_is_parsed_as_json(cli, engine, tmp_path):
     refused(cli, engine, ["import-rubric", tmp_path / "kind.json"], "kind.json:3: field 'kind'")
 
 
+def test_a_json_dataset_holding_an_array_is_read_as_that_array(cli, engine, tmp_path):
+    (tmp_path / "arr.json").write_text('[\n  {"id": "a", "answer": "x"},\n  {"id": "b", "answer": "y"}\n]\n')
+    result = cli("import-dataset", tmp_path / "arr.json", "--name", "arr")
+    assert result.exit_code == 0, result.stderr
+    with Session(engine) as s:
+        assert sorted(store.example_ids(s, store.get_dataset(s, "arr").id)) == ["a", "b"]
+    (tmp_path / "nul.json").write_text('[\n  {"id": "a", "answer": "x"},\n  {"id": "b", "answer": "a\\u0000b"}\n]')
+    refused(cli, engine, ["import-dataset", tmp_path / "nul.json", "--name", "n"], "nul.json:3: field 'answer'", "NUL")
+    (tmp_path / "gap.json").write_text('[\n  {"id": "a", "answer": "x"}\n  {"id": "b", "answer": "y"}\n]')
+    refused(cli, engine, ["import-dataset", tmp_path / "gap.json", "--name", "g"], "gap.json:3:", "expected ',' or ']'")
+    (tmp_path / "num.json").write_text('[{"id": "a", "answer": "x"}, 3]')
+    refused(cli, engine, ["import-dataset", tmp_path / "num.json", "--name", "m"], "num.json:1:",
+            "expected a JSON object, got int")
+
+
 # ------------------------------------------------------------------------------------------ CSV
 
 
@@ -182,7 +197,7 @@ def test_label_export_then_import_reads_back_exactly(cli, engine, tmp_path, suff
                "--name", "d").exit_code == 0
     assert cli("import-rubric", GOOD / "rubric.yaml").exit_code == 0
     rows = [{"example_id": i, "criterion": "safety", "value": 1 + n % 5, "annotator": TRICKY[n] + "ann",
-             "note": TRICKY[-1 - n]} for n, i in enumerate(ids)]
+             "note": TRICKY[-1 - n] + ("\r", "\ra\r", "\r\n", "")[n % 4]} for n, i in enumerate(ids)]  # lone CRs
     assert cli("import-labels", jsonl(tmp_path / "in.jsonl", *rows), "--dataset", "d").exit_code == 0
 
     def stored():

@@ -404,6 +404,13 @@ MALFORMED = [
      lambda t: edited_json(t, LF / "scores.api.json", "scores.json",
                            lambda d: [s["subject"].update(id="0" * 32) for s in d["data"][:6]]), [],
      "{p}: field 'data[0]': sample '00000000000000000000000000000000' matches no example of the dataset"),
+    ("langfuse-nul-in-comment", "langfuse",
+     lambda t: edited_json(t, LF / "scores.api.json", "scores.json", lambda d: d["data"][3].update(comment="a\x00b")),
+     [], "{p}: field 'data[3].comment': contains a NUL character"),
+    ("langfuse-lone-surrogate", "langfuse",
+     lambda t: edited_json(t, LF / "scores.api.json", "scores.json",
+                           lambda d: d["data"][5]["metadata"].update(note="a\ud800b")), [],
+     "{p}: field 'data[5].metadata.note': contains a lone surrogate"),
     ("langsmith-unmatched-answer", "langfuse",
      lambda t: edited_lines(t, LF / "experiment.langsmith.csv", "experiment.csv",
                             lambda ls: [ls[0].replace("inputs.example_id", "inputs.ref"),
@@ -537,6 +544,10 @@ def ref(**kw) -> tool_formats.SampleRef:
 
 def test_matching_rules():
     assert resolve(ref(explicit_id="e2"))[0]["example_id"] == "e2"
+    nfd = {"caf\u00e9-1": ("Q?", "A.")}  # the dataset stores ids NFC; a tool may write the decomposed form
+    tf = tool_formats.ToolFile("promptfoo", verdicts=[tool_formats.RawVerdict(ref(explicit_id="cafe\u0301-1"), "ok",
+                                                                              ref().where, passed=True)])
+    assert tool_formats.resolve(tf, "f.json", examples=nfd, rubric=RUBRIC).verdicts[0]["example_id"] == "caf\u00e9-1"
     assert resolve(ref(candidate_ids=("e1",), answer=" Do A.\n"))[0]["example_id"] == "e1"
     # a tool id that happens to be an example id but judged another answer: the answer text decides
     assert resolve(ref(candidate_ids=("e1",), answer="Do B."))[0]["example_id"] == "e2"
@@ -637,3 +648,29 @@ def test_any_damaged_file_is_read_or_refused_with_one_input_error(tool, data, tm
         for v in run.verdicts:
             crit = rubric.criterion(v["criterion"])
             assert v["value"] is None or v["value"] in crit.valid_values()
+
+
+def test_numbers_no_score_can_be_and_metadata_too_deep_to_mean_anything_are_read_not_crashed_on(cli, engine, demo,
+                                                                                              tmp_path):
+    """A score of 10^400 (beyond a float), one of 5,000 digits (beyond Python's int-from-text limit) and a CSV
+    metadata cell of 100,000 '[': the file imports, those verdicts unscored, no traceback."""
+    doc = json.loads((LF / "scores.api.json").read_text())
+    doc["data"][1].update(value=7_000_001, dataType="NUMERIC")  # placeholders, replaced as raw text below
+    doc["data"][2].update(value=7_000_002, dataType="NUMERIC")
+    text = json.dumps(doc).replace("7000001", "1" + "0" * 400).replace("7000002", "9" * 5000)
+    (tmp_path / "big.json").write_text(text)
+    result = cli("import-run", "--from", "langfuse", tmp_path / "big.json", "--dataset", "demo", "--rubric", "demo",
+                 "--name", "big")
+    assert result.exit_code == 0, result.stderr
+    with Session(engine) as s:
+        run = store.get_run(s, "big")
+        errors = s.scalars(select(store.Verdict.error).where(store.Verdict.run_id == run.id,
+                                                             store.Verdict.value.is_(None))).all()
+    assert sum("the score is not a number" in e for e in errors) == 2, errors  # (the fixture has one other)
+    lines = (LF / "scores.blob.csv").read_text().splitlines()
+    lines[0] += ",metadata"
+    lines[1:] = [line + (',"' + "[" * 100_000 + '"' if i == 0 else ",") for i, line in enumerate(lines[1:])]
+    (tmp_path / "deep.csv").write_text("\n".join(lines) + "\n")
+    result = cli("import-run", "--from", "langfuse", tmp_path / "deep.csv", "--dataset", "demo", "--rubric", "demo",
+                 "--name", "deep")
+    assert result.exit_code == 0, result.stderr
