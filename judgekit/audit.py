@@ -244,7 +244,7 @@ class _Patterns:
 
 def _estimates(point: NDArray, draws: NDArray, n: NDArray, reasons: Sequence[str | None],
                alpha: float) -> list[Estimate]:
-    ci = stats.equal_tailed(draws, alpha)
+    ci = stats.equal_tailed(draws, alpha).holding(point)
     p = stats.posterior_p(draws)
     return [
         _undefined(reasons[i], int(n[i])) if reasons[i] is not None
@@ -253,16 +253,21 @@ def _estimates(point: NDArray, draws: NDArray, n: NDArray, reasons: Sequence[str
     ]
 
 
-def _table_reason(cells: NDArray, what: str, a: str, b: str) -> str | None:
-    """Why a 2x2 table's phi is undefined, in words (None if defined)."""
+def _table_reason(cells: NDArray, a: str, b: str, name: str | None = None, reference: str = "") -> str | None:
+    """Why a 2x2 table's phi is undefined, in words (None if defined): the verdicts of run ``name``, or
+    (``name`` None) the labels on the answers the ``reference`` run scored."""
     n = int(cells.sum())
     if n == 0:
-        return f"no answer has both {a} and {b} {what}"
+        if name:
+            return f"no answer has {a} and {b} both scored by {name}: phi undefined"
+        scored = f" and both scored by the reference {reference}" if reference else ""
+        return f"no labelled answer has {a} and {b} both labelled{scored}: phi undefined"
     for key, passes, fails in ((a, cells[0] + cells[1], cells[2] + cells[3]),
                                (b, cells[0] + cells[2], cells[1] + cells[3])):
         if passes == 0 or fails == 0:
             outcome = "fail" if passes == 0 else "pass"
-            return f"every {what} {key} is {outcome} ({n} of {n}): phi undefined"
+            whose = f"verdict of {key} under {name}" if name else f"label of {key}"
+            return f"every {whose} is {outcome} ({n} of {n}): phi undefined"
     return None
 
 
@@ -371,10 +376,10 @@ def audit_evidence(
         if harness_ci is not None:
             lo, hi = harness_ci[h].lo[iu, ju], harness_ci[h].hi[iu, ju]
         else:
-            ci = stats.equal_tailed(stats.phi_of_cells(stats.dirichlet_shares(obs, B, rng)), alpha)
+            ci = stats.equal_tailed(stats.phi_of_cells(stats.dirichlet_shares(obs, B, rng)), alpha).holding(point)
             lo, hi = ci.lo, ci.hi
         for p in range(P):
-            reason = _table_reason(obs[p], f"verdict of {name} on", a_keys[p], b_keys[p])
+            reason = _table_reason(obs[p], a_keys[p], b_keys[p], name)
             harness_est[p][name] = (_undefined(reason, int(obs[p].sum())) if reason else
                                     Estimate(float(point[p]), float(lo[p]), float(hi[p]), math.nan,
                                              int(obs[p].sum())))
@@ -393,8 +398,8 @@ def audit_evidence(
         shift_draws[name] = (stats.phi_of_cells(_cells_last(drawn.sum(axis=2)))
                              - stats.phi_of_cells(_cells_last(drawn.sum(axis=1))))
         shift_point[name] = stats.phi_of_cells(oh) - stats.phi_of_cells(orr)
-        reasons = [_table_reason(oh[p], f"verdict of {name} on", a_keys[p], b_keys[p])
-                   or _table_reason(orr[p], f"verdict of {names[R]} on", a_keys[p], b_keys[p]) for p in range(P)]
+        reasons = [_table_reason(oh[p], a_keys[p], b_keys[p], name)
+                   or _table_reason(orr[p], a_keys[p], b_keys[p], names[R]) for p in range(P)]
         for p, e in enumerate(_estimates(shift_point[name], shift_draws[name], obs.sum(axis=1), reasons, alpha)):
             shift_est[p][name] = e
 
@@ -428,7 +433,8 @@ def audit_evidence(
         plain = M.sum(axis=1)  # the labelled answers' own table
         n_lab = plain.sum(axis=1).astype(np.int64)
         unlabelled = (Ns.sum(axis=1) - n_lab).astype(np.int64)
-        reasons = [_table_reason(plain[p], "label of", a_keys[p], b_keys[p]) for p in range(P)]
+        ref_name = names[R] if R is not None else ""
+        reasons = [_table_reason(plain[p], a_keys[p], b_keys[p], reference=ref_name) for p in range(P)]
         human_est = list(_estimates(hpoint, hdraws, n_lab, reasons, alpha))
         human_sd = np.where([r is None for r in reasons], hdraws.std(axis=-1), np.nan)
         if nstrata == 4:

@@ -311,6 +311,16 @@ class Interval(NamedTuple):
     lo: NDArray[np.float64]
     hi: NDArray[np.float64]
 
+    def holding(self, point: ArrayLike) -> Interval:
+        """The interval stretched to hold ``point`` where both are defined. A posterior under the Jeffreys
+        prior never reaches a boundary (a rate of 0 or 1, a phi or kappa of ±1), so a sample exactly there
+        would lie outside its own interval, and a true value there would never be covered; stretching to
+        the estimate is Brown, Cai & DasGupta's boundary rule for the Jeffreys interval."""
+        pt = _as_float(point)
+        lo, hi = _as_float(self.lo), _as_float(self.hi)
+        both = np.isfinite(pt) & np.isfinite(lo) & np.isfinite(hi)
+        return Interval(np.where(both, np.minimum(lo, pt), lo), np.where(both, np.maximum(hi, pt), hi))
+
 
 def gamma_masses(params: ArrayLike, n_draws: int, rng: np.random.Generator) -> NDArray[np.float64]:
     """Unnormalised Dirichlet draws: ``Gamma(params)`` with a new last axis of ``n_draws`` draws.
@@ -457,7 +467,7 @@ def phi_interval(cells: ArrayLike, n_draws: int, rng: np.random.Generator, alpha
     (Jeffreys prior). ``nan`` -- *undefined* -- where the table is degenerate (no rows, or a column
     constant): no zero-width interval is ever returned."""
     c = _as_float(cells)
-    ci = equal_tailed(phi_of_cells(dirichlet_shares(c, max(n_draws, 2), rng)), alpha)
+    ci = equal_tailed(phi_of_cells(dirichlet_shares(c, max(n_draws, 2), rng)), alpha).holding(phi_of_cells(c))
     bad = degenerate_table(c)
     return Interval(np.where(bad, np.nan, ci.lo), np.where(bad, np.nan, ci.hi))
 
@@ -753,9 +763,10 @@ def rate(k: int, n: int, alpha: float = 0.05) -> Rate:
 def jeffreys_interval(successes: ArrayLike, n: ArrayLike, alpha: float = 0.05) -> Interval:
     """Jeffreys interval for a binomial proportion: Beta(x + 1/2, n - x + 1/2) quantiles; ``nan`` for n = 0.
 
-    Equals ``statsmodels.stats.proportion.proportion_confint(x, n, alpha, method="jeffreys")``; its
-    coverage stays near nominal for small n and proportions near 0 or 1 (Brown, Cai & DasGupta 2001),
-    where the Wald interval collapses to zero width.
+    Equals ``statsmodels.stats.proportion.proportion_confint(x, n, alpha, method="jeffreys")`` except at
+    x = 0 and x = n, where the bound is 0 or 1 (Brown, Cai & DasGupta 2001's boundary rule, so the interval
+    holds its estimate); its coverage stays near nominal for small n and proportions near 0 or 1, where the
+    Wald interval collapses to zero width.
     """
     x = _as_float(successes)
     n = _as_float(n)
@@ -764,7 +775,8 @@ def jeffreys_interval(successes: ArrayLike, n: ArrayLike, alpha: float = 0.05) -
     b = np.where(ok, n - x + 0.5, 1.0)
     lo = stats.beta.ppf(alpha / 2, a, b)
     hi = stats.beta.ppf(1 - alpha / 2, a, b)
-    return Interval(np.where(ok, lo, np.nan), np.where(ok, hi, np.nan))
+    rate = np.where(ok, x / np.where(ok, n, 1.0), np.nan)
+    return Interval(np.where(ok, lo, np.nan), np.where(ok, hi, np.nan)).holding(rate)
 
 
 def _agreement_cells(J: NDArray[np.float64], H: NDArray[np.float64]) -> NDArray[np.float64]:
@@ -794,7 +806,7 @@ def agreement_matrix(
     bad = degenerate_table(cells)
     kappa = np.where(bad, np.nan, kappa_of_cells(cells))
     draws = kappa_of_cells(dirichlet_shares(cells, max(n_draws, 2), np.random.default_rng(seed)))
-    ci = equal_tailed(draws, alpha)
+    ci = equal_tailed(draws, alpha).holding(kappa)
     acc_ci = jeffreys_interval(pp + ff, n, alpha)
     auc = np.full(J.shape[1], np.nan)
     n_auc = np.zeros(J.shape[1], dtype=np.int64)
@@ -978,8 +990,9 @@ def weighted_kappa(
     Disagreements cost ``|i - j|`` (``"linear"``) or ``(i - j)^2`` (``"quadratic"``) label steps;
     ``weights=None`` gives unweighted kappa. Rows where either value is missing or not one of ``labels``
     (e.g. a half-point median) are left out. Matches ``sklearn.metrics.cohen_kappa_score`` with the same
-    ``labels``.
-    ``nan`` when undefined (no rows, or both raters use a single identical label).
+    ``labels`` wherever both raters use two labels or more.
+    ``nan`` when undefined: no rows, or either rater gives one label throughout (sklearn then says 0; as for
+    binary κ, a constant column agrees only by chance and its κ means nothing).
     """
     x, y = _pair(a, b)
     lab = np.sort(np.asarray(labels, dtype=np.float64))  # weights count steps in sorted label order
@@ -990,6 +1003,8 @@ def weighted_kappa(
     if not ok.any():
         return math.nan
     ix, iy = ix[ok], iy[ok]
+    if np.unique(ix).size < 2 or np.unique(iy).size < 2:
+        return math.nan
     observed = np.bincount(ix * L + iy, minlength=L * L).reshape(L, L).astype(np.float64)
     expected = np.outer(observed.sum(axis=1), observed.sum(axis=0)) / observed.sum()
     steps = np.abs(np.arange(L)[:, None] - np.arange(L)[None, :]).astype(np.float64)

@@ -172,7 +172,7 @@ def test_undefined_evidence_says_why():
     H = np.full((50, 2), np.nan)
     H[:20] = V[:20]
     e = audit.audit_evidence([V, V.copy()], ["run:x", "run:y"], ["a", "b"], reference=1, human=H).pairs[0]
-    assert not e.harness["run:x"].defined and "every verdict of run:x on b is pass (50 of 50)" in e.harness["run:x"].reason
+    assert not e.harness["run:x"].defined and "every verdict of b under run:x is pass (50 of 50)" in e.harness["run:x"].reason
     assert not e.human.defined and "every label of b is pass (20 of 20)" in e.human.reason
     assert not e.shift["run:x"].defined and math.isnan(e.shift["run:x"].lo)
 
@@ -264,3 +264,16 @@ def test_the_audit_is_the_same_whatever_the_matrices_count(engine, db_url):
         for key in (f"run:{single}", f"run:{split}"):
             value, lo, hi = a.values[key]
             assert not math.isfinite(value) or lo <= value <= hi, (a.a, a.b, key, a.values[key])
+
+
+def test_undefined_reasons_read_as_sentences():
+    """No 'both a and b label of': each reason names whose verdicts or labels leave phi undefined."""
+    from judgekit.audit import _table_reason
+
+    empty = np.zeros(4)
+    assert _table_reason(empty, "a", "c", "run:x") == "no answer has a and c both scored by run:x: phi undefined"
+    assert _table_reason(empty, "a", "c", reference="run:ref") == (
+        "no labelled answer has a and c both labelled and both scored by the reference run:ref: phi undefined")
+    assert _table_reason(np.array([3, 2, 0, 0]), "a", "c", "run:x") == (
+        "every verdict of a under run:x is pass (5 of 5): phi undefined")
+    assert _table_reason(np.array([3, 2, 1, 4]), "a", "c", "run:x") is None

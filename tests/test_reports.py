@@ -355,7 +355,7 @@ def test_phi_report_matrices_notes_and_audit(cli, ws):
     polite = audit[("answers_question", "polite")]
     assert polite["values"]["run:single"]["phi"] is None and polite["values"]["run:single"]["lo"] is None
     assert polite["values"]["run:single"]["reason"] == (
-        "every verdict of run:single on polite is pass (600 of 600): phi undefined")
+        "every verdict of polite under run:single is pass (600 of 600): phi undefined")
     # the evidence the verdicts rest on: the paired shift on all 600 answers, the humans' test
     assert got["reference"] == "run:split" and induced["reference"] == "run:split"
     shift = induced["evidence"]["shift"]["run:single"]

@@ -268,8 +268,23 @@ def test_jeffreys_interval_matches_statsmodels():
     got = stats.jeffreys_interval(x, n)
     for i in range(len(x)):
         lo, hi = proportion_confint(x[i], n[i], alpha=0.05, method="jeffreys")
+        lo, hi = (0.0 if x[i] == 0 else lo), (1.0 if x[i] == n[i] else hi)  # the boundary rule
         assert got.lo[i] == pytest.approx(lo, rel=1e-9) and got.hi[i] == pytest.approx(hi, rel=1e-9)
     assert np.isnan(stats.jeffreys_interval([0], [0]).lo).all()
+
+
+def test_every_interval_holds_its_own_estimate_at_the_boundaries():
+    """A rate of 0 or 1 and a phi or kappa of ±1: the Jeffreys posterior never reaches them, so the interval
+    is stretched to the estimate (a true value there would otherwise never be covered)."""
+    assert stats.jeffreys_interval([0], [20]).lo[0] == 0.0
+    assert stats.jeffreys_interval([20], [20]).hi[0] == 1.0
+    same = np.array([[1, 1], [0, 0], [1, 1], [0, 0], [1, 1], [0, 0]], dtype=float)
+    opposite = np.array([[1, 0], [0, 1], [1, 0], [0, 1], [1, 0], [0, 1]], dtype=float)
+    for V, phi in ((same, 1.0), (opposite, -1.0)):
+        ci = stats.phi_ci(V)
+        assert ci.lo[0, 1] <= phi <= ci.hi[0, 1] and ci.lo[0, 1] < ci.hi[0, 1]
+    m = stats.agreement_matrix(same[:, :1], same[:, 1:])
+    assert m.kappa[0] == 1.0 and m.kappa_lo[0] < 1.0 == m.kappa_hi[0]
 
 
 def test_gamma_masses_have_gamma_quantiles():
@@ -470,6 +485,7 @@ def test_scale_statistics_by_hand():
     assert stats.weighted_kappa([1, 2, 3, 4, 5], [1, 2, 3, 4, 5]) == 1.0
     assert math.isnan(stats.mean_abs_delta([NAN], [1]))
     assert math.isnan(stats.weighted_kappa([3, 3], [3, 3]))  # single shared label: expected disagreement 0
+    assert math.isnan(stats.weighted_kappa([5, 5, 5, 5], [1, 3, 4, 5]))  # one constant rater: chance only
     assert math.isnan(stats.weighted_kappa([], []))
     assert math.isnan(stats.spearman([1, 2], [3, NAN]))
     assert math.isnan(stats.spearman([1, 2, 3], [4, 4, 4]))
