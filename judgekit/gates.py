@@ -13,7 +13,7 @@ The gates (thresholds from the command line, or a YAML file, or both — the com
     Per criterion, Cohen's κ of the run against the reference column (``--human``: the consensus, the
     default; ``--annotator NAME``: one annotator) must be ≥ X. With ``kappa_bound: lower`` the lower
     end of κ's 95 % interval must be — a stricter gate at small n. A κ that is undefined (no example
-    scored by both, or both sides constant so chance agreement is total) **fails**, saying why: a gate
+    scored by both, or either side constant so agreement is only by chance) **fails**, saying why: a gate
     that cannot be evaluated must not pass.
 ``max_induced``
     The number of criterion pairs whose audit verdict names the run in ``induced_by`` (an association the
@@ -35,6 +35,7 @@ turns a gate off for that criterion).
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -192,13 +193,13 @@ def _kappa_results(rep: reports.AgreementReport, gates: Gates) -> list[GateResul
         value = lo if gates.kappa_bound == "lower" else kappa
         what = "κ's 95% lower bound" if gates.kappa_bound == "lower" else "κ"
         if not math.isfinite(value):
-            if n == 0:
-                why = f"no example is scored by both {rep.source} and {rep.human}"
-            elif not math.isfinite(kappa):
-                why = f"both sides give the same verdict on all {n} examples, so chance agreement is total"
+            if e.get("kappa_reason"):  # the agreement report's own words: which side is constant, or no overlap
+                message = f"{e['kappa_reason']}; the gate cannot hold"
+            elif n == 0:
+                message = f"{what} undefined: no example is scored by both {rep.source} and {rep.human}; " \
+                          "the gate cannot hold"
             else:
-                why = f"its interval is undefined at n = {n}"
-            message = f"{what} undefined: {why}; the gate cannot hold"
+                message = f"{what} undefined: its interval is undefined at n = {n}; the gate cannot hold"
             out.append(GateResult("min_kappa", key, False, math.nan, threshold, message, n))
             continue
         ok = value >= threshold
@@ -215,10 +216,18 @@ def _induced_result(s: Session, run: str, others: Sequence[str], annotator: str 
     rep = reports.phi_report(sources, n_boot=n_boot, seed=seed, noise_floor=noise.find_floor(s, sources))
     key = sources[0].key
     pairs = [f"{a.a} × {a.b}" for a in rep.audit if key in a.induced_by]
-    ok = len(pairs) <= threshold
+    open_pairs = [f"{a.a} × {a.b}" for a in rep.audit if a.verdict == "undecided"]
     listed = f": {', '.join(pairs)}" if pairs else ""
+    if rep.audit and all(not math.isfinite(a.values.get(key, (math.nan,))[0]) for a in rep.audit):
+        message = (f"the phi of {key} is undefined for every criterion pair ({len(rep.audit)}; a constant or "
+                   "unscored column), so no pair can be blamed on it or cleared; the gate cannot hold")
+        return GateResult("max_induced", None, False, math.nan, threshold, message, sources[0].n), key
+    ok = len(pairs) <= threshold
     message = (f"{len(pairs)} criterion pair(s) with an association induced by {key} (the reference "
                f"{rep.human or 'column'} does not show it){listed}; {'≤' if ok else '>'} {threshold}")
+    if open_pairs:
+        shown = ", ".join(open_pairs[:5]) + (f" and {len(open_pairs) - 5} more" if len(open_pairs) > 5 else "")
+        message += f"; {len(open_pairs)} pair(s) undecided, not counted: {shown}"
     return GateResult("max_induced", None, ok, float(len(pairs)), threshold, message, sources[0].n), key
 
 
@@ -329,5 +338,16 @@ def junit_xml(rep: CheckReport, timestamp: str | None = None) -> str:
             failure.text = r.message
         else:
             ET.SubElement(case, "system-out").text = r.message
+    for el in suites.iter():  # names and messages hold user text: no character XML 1.0 cannot carry
+        el.attrib = {k: _xml_text(v) for k, v in el.attrib.items()}
+        el.text = _xml_text(el.text) if el.text else el.text
     ET.indent(suites)
     return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(suites, encoding="unicode") + "\n"
+
+
+_NOT_XML = re.compile("[^\u0009\u000a\u000d\u0020-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+
+
+def _xml_text(text: str) -> str:
+    """``text`` with every character XML 1.0 cannot hold (control characters, lone surrogates) as U+FFFD."""
+    return _NOT_XML.sub("\ufffd", text)

@@ -94,6 +94,28 @@ def test_induced_gate_counts_pairs_the_audit_blames_on_the_run(cli, engine, db_u
     assert result.exit_code == 0
 
 
+def test_induced_gate_fails_when_no_pair_can_be_judged_for_the_run(cli, runs, engine, tmp_path):
+    """A run that passes everything leaves its every phi undefined: no pair can be blamed on it or cleared,
+    so the gate cannot hold — it fails and says so, instead of reporting 0 induced pairs."""
+    from sqlalchemy import select
+    from sqlalchemy.orm import Session
+
+    from judgekit import store
+
+    with Session(engine) as s:
+        ids = [e for (e,) in s.execute(select(store.Example.ext_id))]
+        keys = store.load_rubric(s, "demo").keys
+    path = tmp_path / "allpass.jsonl"
+    path.write_text("".join(json.dumps({"example_id": e, "criterion": k, "verdict": True}) + "\n"
+                            for e in ids for k in keys))
+    assert cli("import-run", path, "--dataset", "demo", "--rubric", "demo", "--name", "allpass").exit_code == 0
+    result = check(cli, "--run", "allpass", "--max-induced", "0", "--audit-run", SPLIT, "--format", "json")
+    (induced,) = json.loads(result.stdout)["results"]
+    assert result.exit_code == 1 and induced["ok"] is False and induced["value"] is None
+    assert induced["message"].startswith(
+        f"the phi of run:allpass is undefined for every criterion pair ({len(keys) * (len(keys) - 1) // 2}; ")
+
+
 def test_thresholds_from_yaml_with_per_criterion_overrides(cli, runs, tmp_path):
     kappas = {k: e["kappa"] for k, e in report(cli, "agreement", "--run", SPLIT)["criteria"].items()}
     key = min(kappas, key=kappas.get)
@@ -168,9 +190,10 @@ def test_undefined_kappa_fails_the_gate_and_says_why(cli, engine, tmp_path):
     results = {r["criterion"]: r for r in json.loads(result.stdout)["results"]}
     assert result.exit_code == 1
     assert results["concise"]["ok"] is False and results["concise"]["value"] is None
-    assert results["concise"]["message"] == (
-        f"κ undefined: both sides give the same verdict on all {results['concise']['n']} examples, so chance "
-        "agreement is total; the gate cannot hold")
+    n = results["concise"]["n"]
+    assert results["concise"]["message"] == (  # the same words as `report agreement`: which side is constant
+        f"every verdict of concise under run:constant is pass ({n} of {n}): κ undefined (a constant column "
+        "agrees only by chance); the gate cannot hold")
     assert all(r["ok"] for k, r in results.items() if k != "concise")
 
 
@@ -184,3 +207,17 @@ def test_real_process_exit_status(runs, db_url, tmp_path):
                           env=env, timeout=300)
     assert (bad.returncode, good.returncode) == (1, 0), bad.stderr + good.stderr
     assert "FAIL min κ" in bad.stdout
+
+
+def test_junit_xml_is_well_formed_whatever_the_names_hold():
+    from judgekit import gates
+
+    odd = 'run <b>&amp; "q" ]]>\x01\x1b\nline2 \ud800'
+    rep = gates.CheckReport(odd, "ann\x02", None, gates.Gates(min_kappa=0.5), [
+        gates.GateResult("min_kappa", "crit\x0b<&>", False, 0.1, 0.5, f"κ 0.10 < 0.50 on {odd}", n=8),
+        gates.GateResult("min_kappa", "ok", True, 0.9, 0.5, "fine", n=8)])
+    root = ET.fromstring(gates.junit_xml(rep).encode("utf-8"))  # parses: nothing XML 1.0 cannot hold
+    suite = root.find("testsuite")
+    assert suite.get("name").startswith('judgekit check run <b>&amp; "q" ]]>\ufffd\ufffd')
+    failure = suite.find("testcase/failure")
+    assert failure.get("type") == "min_kappa" and "]]>" in failure.text
