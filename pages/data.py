@@ -89,7 +89,7 @@ def check_and_import(folder: Path) -> None:
         return
 
     if preview is not None:
-        st.caption(f"Preview of {upload.name} (first rows, as they will be stored):")
+        st.caption(ui.md(f"Preview of {upload.name} (first rows, as they will be stored):"))
         st.dataframe(preview, hide_index=True, key="data_preview")
 
     if st.button("Import", type="primary", key="data_import"):

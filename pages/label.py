@@ -214,7 +214,7 @@ def label_mode(info: labeling.LabelSetInfo, annotator: str) -> None:
 
     if pos >= n:
         st.progress(prog.labelled / max(n, 1), text=f"All {n} items seen · {prog.labelled} of {n} labelled")
-        st.success(f"You have reached the end of {info.name}.")
+        st.success(md(f"You have reached the end of {info.name}."))
         c1, c2 = st.columns(2)
         c1.button("Back", key=P + "back", shortcut=BACK_KEY, on_click=_move, args=(info.id, annotator, n - 1))
         c2.button("Start again from item 1", key=P + "restart", on_click=_move, args=(info.id, annotator, 0))
@@ -375,7 +375,7 @@ def sets_mode() -> None:
             with session() as s:
                 info = actions.create_label_set(signin.identity(), s, name, dataset=dataset, rubric=rubric, spec=spec)
         except (ValueError, store.NotFound, Forbidden) as e:
-            st.error(str(e))
+            st.error(md(str(e)))
         else:
             st.session_state[P + "set"] = info.name
             strata = ", ".join(f"{k}: {v}" for k, v in info.strategy.get("strata", {}).items())

@@ -43,7 +43,7 @@ Answer under review: {{ answer }}
 
 def rejudge_form(base: str, kind: str) -> None:
     """Start run B: A's answers, judge and harness with another prompt template (and few-shot K)."""
-    with st.expander(f"Re-judge {base} with another prompt (starts a run B over the same answers)"):
+    with st.expander(ui.md(f"Re-judge {base} with another prompt (starts a run B over the same answers)")):
         text = st.text_area(
             "Prompt template (Jinja2: {{ question }}, {{ context }}, {{ answer }}, {{ criteria }} last)",
             value=EXAMPLE_TEMPLATE, height=200, key="ab_template",
@@ -52,9 +52,9 @@ def rejudge_form(base: str, kind: str) -> None:
         try:
             compiled = prompt_templates.compile_template(text, "page template")
         except ValueError as e:
-            st.error(str(e), icon=":material/error:")
+            st.error(ui.md(str(e)), icon=":material/error:")
             return
-        st.caption(f"Valid: {compiled.label}.")
+        st.caption(ui.md(f"Valid: {compiled.label}."))
         with session() as s:
             allowed = signin.may(who, actions.run_needs(s, [base])[base], f"Re-judging {base} on its judge")
         if st.button("Start run B", key="ab_rejudge", disabled=not allowed):
@@ -68,9 +68,9 @@ def rejudge_form(base: str, kind: str) -> None:
                     name = new.name
                 actions.start_runs(who, db_url(), [name])
             except (ValueError, store.NotFound, auth.Forbidden) as e:
-                st.error(str(e))
+                st.error(ui.md(str(e)))
             else:
-                st.success(f"Started {name}: when it has finished, choose it as run B.")
+                st.success(ui.md(f"Started {name}: when it has finished, choose it as run B."))
 
 if len(candidates) < 2:
     empty_state(
@@ -135,15 +135,15 @@ try:
             crit = tuple(critique.critique_rates(s, r) for r in crit_runs)
         rep = scale.ab_report(s, A, B, ref, crit, n_boot=1000)  # type: ignore[arg-type]
 except (ValueError, store.NotFound) as e:
-    st.error(str(e))
+    st.error(ui.md(str(e)))
     st.stop()
 
 for w in rep.warnings:
-    st.warning(w)
-st.caption(
+    st.warning(ui.md(w))
+st.caption(ui.md(
     f"A = {A.key} (prompt {A.variant}); B = {B.key} (prompt {B.variant}); "
     f"judge {A.judge}; reference {rep.reference or 'none'}; n = {rep.n} answers judged by both."
-)
+))
 with st.expander("The prompts of A and B"):
     for side, v in (("A", A), ("B", B)):
         source = v.harness.get("prompt_template") or ""
@@ -159,14 +159,14 @@ ci = ui_bundles.rate_ci
 st.subheader("Rationale quality")
 if rep.critique:
     qa, qb = rep.critique
-    st.caption(
+    st.caption(ui.md(
         f"Critique runs: A {qa.critique}, B {qb.critique} ({qa.judge}); one check per call; checks "
         "that do not apply are not asked, so each check has its own n."
-    )
+    ))
     ui_bundles.critique_table(qa, qb, "ab_quality")
 else:
     missing = [n for n, info in zip((a, b), crit_info, strict=True) if info is None]
-    st.info(f"No critique run yet for {', '.join(missing)}: start one below.", icon=":material/lightbulb:")
+    st.info(ui.md(f"No critique run yet for {', '.join(missing)}: start one below."), icon=":material/lightbulb:")
 
 st.subheader("Scores")
 rows = []
@@ -206,7 +206,7 @@ if rep.ko:
             f"{ra.rate:.0%} / {rb.rate:.0%}" if ra.n and rb.n else "–",
             help=f"n = {ra.n}",
         )
-    for tab, r in zip(st.tabs([f"A: {a}", f"B: {b}"]), k.reconciliation, strict=True):
+    for tab, r in zip(st.tabs([ui.md(f"A: {a}"), ui.md(f"B: {b}")]), k.reconciliation, strict=True):
         with tab:
             st.caption(
                 f"{len(r.contradictions)} contradictory verdicts of {r.flagged} answers whose red flags or "

@@ -209,7 +209,7 @@ if template_text:
     except ValueError as e:
         st.error(ui.md(str(e)), icon=":material/error:")
         st.stop()
-    st.caption(f"Valid: {compiled.label}" + (", with its own system persona." if compiled.has_system else "."))
+    st.caption(ui.md(f"Valid: {compiled.label}" + (", with its own system persona." if compiled.has_system else ".")))
 f1, f2 = st.columns(2)
 keep("run_few_shot", 0)
 few_shot = f1.number_input(

@@ -72,7 +72,11 @@ def test_run_page_starts_a_templated_few_shot_run_and_refuses_a_bad_template(eng
     assert "## Labelled examples" in request["messages"][1]["content"]
 
 
+A = "scale-a **b** [x](javascript:alert(1))"  # a run name is user text
+
+
 def test_prompt_ab_page_rejudges_a_run_with_another_template(engine, db_url):
+    """… and shows run names as text: a name holding Markdown stays inert in every caption and message."""
     from judgekit import runner, simjudge
     from judgekit.harness import parse_harness
 
@@ -83,8 +87,8 @@ def test_prompt_ab_page_rejudges_a_run_with_another_template(engine, db_url):
         with Session(engine) as s, s.begin():
             runner.create_run(s, dataset="demo", rubric="demo-scale", harness=parse_harness("single"),
                               judge=runner.JudgeSpec(srv.base_url, simjudge.SIM_MODEL, kind="simulated"),
-                              sample=10, seed=4, name="scale-a")
-        assert runner.run_sync(engine, "scale-a").status == "done"
+                              sample=10, seed=4, name=A)
+        assert runner.run_sync(engine, A).status == "done"
     finally:
         srv.stop()
     at = page("pages/prompt_ab.py")
@@ -92,16 +96,19 @@ def test_prompt_ab_page_rejudges_a_run_with_another_template(engine, db_url):
     at.text_area(key="ab_template").input("{{ answer }}\n{{ criteria }}").run()
     at.button(key="ab_rejudge").click().run()
     assert not at.exception, at.exception
-    assert "Started scale-a-b" in texts(at)
+    assert f"Started {A}-b" in texts(at).replace("\\", "")
+    assert "**b**" not in texts(at) and "[x](" not in texts(at)  # escaped, not live
     wait_for_jobs(db_url)
     with Session(engine) as s:
-        a, b = store.get_run(s, "scale-a"), store.get_run(s, "scale-a-b")
+        a, b = store.get_run(s, A), store.get_run(s, f"{A}-b")
         assert b.status == "done" and store.run_example_ids(s, a.id) == store.run_example_ids(s, b.id)
     at = page("pages/prompt_ab.py")
-    at.selectbox(key="ab_a").set_value("scale-a").run()
-    at.selectbox(key="ab_b").set_value("scale-a-b").run()
+    at.selectbox(key="ab_a").set_value(A).run()
+    at.selectbox(key="ab_b").set_value(f"{A}-b").run()
     assert not at.exception, at.exception
-    assert "B = run:scale-a-b (prompt default + template page template (" in texts(at)
+    assert f"B = run:{A}-b (prompt default + template page template (" in texts(at).replace("\\", "")
+    assert "**b**" not in texts(at) and "[x](" not in texts(at)
+    assert all("**b**" not in str(tab.label) for tab in at.tabs)
     assert any("{{ answer }}" in c.value for c in at.code)
 
 
