@@ -408,7 +408,7 @@ def render_health_table(report: HealthReport) -> str:
                      f"temperature {report.floor.temperature:g}, n = {report.floor.n})")
     w = max([len(k) for k in report.criteria] + [9])
     lines.append(f"{'criterion':<{w}} {'retest κ':>18} {'flips':>6} {'κ vs human (per run)':<40} {'prev':>5} "
-                 f"{'unsure':>6} {'unscored':>8}  flags")
+                 f"{'unsure':>6} {'unscored':>8} {'cannot':>6}  flags")
     for k, h in report.criteria.items():
         tr = _fmt(h.test_retest.kappa) if h.test_retest else "—"
         fl = f"{h.test_retest.flip_rate.value:.0%}" if h.test_retest and h.test_retest.flip_rate.defined else "—"
@@ -417,8 +417,14 @@ def render_health_table(report: HealthReport) -> str:
         uns = f"{h.unsure.value:.0%}" if h.unsure and h.unsure.defined else "—"
         unscored = max((r.unscored.value for r in h.runs if r.unscored.defined), default=math.nan)
         us = f"{unscored:.0%}" if math.isfinite(unscored) else "—"
+        cannot = max((r.cannot_assess.value for r in h.runs if r.cannot_assess.defined), default=math.nan)
+        ca = f"{cannot:.0%}" if math.isfinite(cannot) else "—"
         flags = "; ".join(f.name for f in h.flags) or "—"
-        lines.append(f"{k:<{w}} {tr:>18} {fl:>6} {vs:<40} {prev:>5} {uns:>6} {us:>8}  {flags}")
+        lines.append(f"{k:<{w}} {tr:>18} {fl:>6} {vs:<40} {prev:>5} {uns:>6} {us:>8} {ca:>6}  {flags}")
+    undefined = [f"{k} under {r.run}: {r.kappa.reason}" for k, h in report.criteria.items() for r in h.runs
+                 if r.kappa is not None and not r.kappa.defined and r.kappa.reason]
+    if undefined:  # a "—" in the κ column is explained here
+        lines.append("κ vs human undefined (—): " + "; ".join(undefined))
     for k, h in report.criteria.items():
         for f in h.flags:
             lines.append(f"\n{k}: {f.name}")
@@ -447,12 +453,13 @@ def export_sections(s: Session, runs: Sequence[str]) -> list[tuple[str, list[str
             _fmt(h.prevalence, True) if h.prevalence else "no labels",
             _fmt(h.unsure, True) if h.unsure else "no labels",
             "; ".join(f"{r.run} {r.unscored.value:.0%}" for r in h.runs if r.unscored.defined),
+            "; ".join(f"{r.run} {r.cannot_assess.value:.0%}" for r in h.runs if r.cannot_assess.defined),
             "; ".join(f.name for f in h.flags) or "—",
         ])
     floor = f"noise floor: repeats {', '.join(rep.floor.runs[:2])}" if rep.floor else noise.UNKNOWN_FLOOR
     out = [("Criterion health",
             ["criterion", "test–retest κ", "flips between repeats", "judge vs judge κ", "judge vs human κ",
-             "prevalence of fail", "unsure labels", "unscored", "flags"],
+             "prevalence of fail", "unsure labels", "unscored", "cannot assess", "flags"],
             rows, f"runs: {', '.join(rep.runs)}; human column: {rep.human_judge or 'none'}; {floor}; 95% intervals")]
     flagged = [[k, f.name, " ".join(f.evidence)] for k, h in rep.criteria.items() for f in h.flags]
     if flagged:

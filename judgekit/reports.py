@@ -193,7 +193,10 @@ def crosstab_report(source: Source, row: str, col: str) -> CrosstabReport:
         message = f"no example has both {row} and {col} scored under {source.key}: nothing to cross-tabulate"
     elif math.isnan(t.phi):
         constant = [k for k, tot in ((row, t.row_totals), (col, t.col_totals)) if (tot == 0).any()]
-        message = f"{' and '.join(constant)} constant under {source.key}: phi undefined"
+        message = f"{' and '.join(constant)} constant under {source.key}: phi and the ratio undefined"
+    elif math.isnan(t.ratio):  # phi defined, but no failure of col among the answers passing row
+        message = (f"ratio undefined: {col} never fails where {row} passes (0 of {int(t.row_totals[0])}), "
+                   "so there is no rate to compare with")
     return CrosstabReport(row, col, source.key, source.judge, t, cells, message)
 
 
@@ -706,9 +709,13 @@ def render_compare_table(report: CompareReport) -> str:
         p = _f(f.mcnemar_p if f.n else math.nan, ".3g")
         out.append(f"{k:<{w}} {f.a_fail:>7} {f.b_fail:>7} {f.fail_to_pass:>10} {f.pass_to_fail:>10} {p:>10}")
     ra, rb = report.all_pass_rate
+    out += ["", f"all-pass rate   a {_f(ra, '.1%')}   b {_f(rb, '.1%')}"]
+    out += [f"  {side}: undefined — no answer has every criterion scored under {name}"
+            for side, name, rate in (("a", report.a, ra), ("b", report.b, rb)) if math.isnan(rate)]
+    undefined_p = [k for k, f in report.flips.items() if not f.n]
+    if undefined_p:
+        out.append(f"McNemar p undefined (—) for {', '.join(undefined_p)}: no answer scored by both runs")
     out += [
-        "",
-        f"all-pass rate   a {_f(ra, '.1%')}   b {_f(rb, '.1%')}",
         "",
         f"{'cost':<18} {'a':>14} {'b':>14}",
     ]

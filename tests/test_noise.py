@@ -292,6 +292,8 @@ def test_health_flags_the_ambiguous_criterion_and_no_other(pilot, cli):
         assert c["judge_vs_human"][0]["unscored"]["value"] == 0
     text = cli("report", "health", "--run", "pilot-split-r1", "--run", "pilot-single")
     assert text.exit_code == 0 and f"{AMBIGUOUS}: ambiguous criterion — rewrite it" in text.stdout
+    header = next(line for line in text.stdout.splitlines() if line.startswith("criterion"))
+    assert header.split()[-3:] == ["unscored", "cannot", "flags"]  # "cannot assess" has its own column
 
 
 # --------------------------------------------------------------------------------------------- helpers

@@ -530,6 +530,16 @@ def test_degenerate_inputs_give_nulls_and_messages_not_exceptions(cli, ws):
     runs = json.loads(cli("report", "runs", "--format", "json").stdout)
     assert [r["name"] for r in runs] == ["unscored", "left", "right"]
 
+    # every "—" in a table is explained beside it
+    text = cli("report", "compare", "left", "right").stdout
+    assert "a: undefined — no answer has every criterion scored under run:left" in text
+    assert "McNemar p undefined (—) for answers_question: no answer scored by both runs" in text
+    a = np.array([0.0] * 5 + [1.0] * 45)
+    import_run(cli, ws, "nested", {"answers_question": a, "cites_source": a}, ids=IDS[:50])
+    text = cli("report", "crosstab", "--run", "nested", "--row", "answers_question", "--col", "cites_source").stdout
+    assert "ratio —" in text and ("note: ratio undefined: cites_source never fails where answers_question passes "
+                                  "(0 of 45)") in text
+
 
 @pytest.mark.parametrize(
     ("args", "expected"),
