@@ -81,6 +81,8 @@ class Gates:
 def _number(path, value: Any, key: str, line: int, lo: float, hi: float, integer: bool = False) -> float | int | None:
     if value is None:
         return None
+    if not integer and isinstance(value, str) and _EXPONENT.fullmatch(value.strip()):
+        value = float(value)  # YAML 1.1 reads 1e-1 (no dot before the e) as text; it is the number 0.1
     ok = isinstance(value, int) if integer else isinstance(value, int | float)
     if isinstance(value, bool) or not ok or not lo <= value <= hi:
         kind = "a whole number" if integer else "a number"
@@ -88,6 +90,7 @@ def _number(path, value: Any, key: str, line: int, lo: float, hi: float, integer
     return int(value) if integer else float(value)
 
 
+_EXPONENT = re.compile(r"[-+]?\d+(?:\.\d*)?[eE][-+]?\d+")
 _RANGES = {"min_kappa": (-1.0, 1.0, False), "max_flip_rate": (0.0, 1.0, False), "max_induced": (0, 10**9, True)}
 
 

@@ -221,3 +221,13 @@ def test_junit_xml_is_well_formed_whatever_the_names_hold():
     assert suite.get("name").startswith('judgekit check run <b>&amp; "q" ]]>\ufffd\ufffd')
     failure = suite.find("testcase/failure")
     assert failure.get("type") == "min_kappa" and "]]>" in failure.text
+
+
+def test_yaml_thresholds_in_exponent_notation_are_numbers(tmp_path):
+    """YAML 1.1 (PyYAML) reads 1e-1 as text; a threshold written that way is still the number."""
+    from judgekit import gates
+
+    path = tmp_path / "gates.yaml"
+    path.write_text("min_kappa: 6e-1\nmax_flip_rate: 1E-1\ncriteria:\n  safety: {min_kappa: 8.5e-1}\n")
+    g = gates.load_gates(path)
+    assert (g.min_kappa, g.max_flip_rate, g.criteria["safety"]["min_kappa"]) == (0.6, 0.1, 0.85)
