@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from judgekit import critique, imports, jobs, labeling, runner, store
+from judgekit import critique, imports, jobs, labeling, planner, runner, store
 from judgekit.auth import Action, Identity, run_action
 from judgekit.rubric import Criterion
 
@@ -138,6 +138,18 @@ def create_rerun(who: Identity, s: Session, base: str | int, **kwargs: Any) -> s
     run = store.get_run(s, base)
     who.require(run_needs(s, [run.name])[run.name], f"re-judge {run.name}")
     return runner.create_rerun(s, base, **kwargs)
+
+
+def plan_needs(plan: planner.Plan, base_url: str | None = None) -> Action:
+    """What starting the plan's recommended run takes: the pilot's judge decides (free or paid)."""
+    a = plan.run
+    return run_action(a["judge_kind"], base_url or a["base_url"], a["api_key_env"])
+
+
+def start_planned_run(who: Identity, s: Session, plan: planner.Plan, *, base_url: str | None = None) -> str:
+    """:func:`planner.start_recommended` (created, not executed) if ``who`` may run the pilot's judge."""
+    who.require(plan_needs(plan, base_url), "start the planned run on this judge")
+    return planner.start_recommended(s, plan, base_url=base_url)
 
 
 def run_needs(s: Session, names: Sequence[str]) -> dict[str, Action]:

@@ -18,7 +18,7 @@ import plotly.graph_objects as go
 import streamlit as st
 from sqlalchemy.orm import Session
 
-from judgekit import health, jobs, noise, planner, store, ui
+from judgekit import actions, auth, health, noise, planner, signin, store, ui
 from judgekit.audit import Estimate
 from judgekit.webapp import empty_state
 
@@ -171,17 +171,23 @@ def planner_section(ws: ui.Workspace, a: str, b: str) -> None:
         f"{plan.judge}. Δphi with its 95% interval; a pair may not share a call when its Δphi is shown and "
         f"larger than its noise floor. {plan.search}."))
     st.code(plan.command, language="bash")
-    if st.button("Start the recommended run on the same answers", key="cmp_plan_start", type="primary",
-                 icon=":material/play_arrow:"):
-        from judgekit.webapp import sim_judge_base_url
+    from judgekit.webapp import sim_judge_base_url
 
-        # the simulated judge lives in this app: the pilot's address may be a server that is gone
-        url = sim_judge_base_url() if plan.run["judge_kind"] == "simulated" else None
-        with Session(store.engine_for(ws.db_url)) as s, s.begin():
-            name = planner.start_recommended(s, plan, base_url=url)
-        jobs.start(ws.db_url, name)
-        st.success(ui.md(f"Started {name} ({rec.spec}) on the pilot's answers: compare it with {plan.split} "
-                         "here when it is done."))
+    # the simulated judge lives in this app: the pilot's address may be a server that is gone
+    url = sim_judge_base_url() if plan.run["judge_kind"] == "simulated" else None
+    who = signin.identity()
+    allowed = signin.may(who, actions.plan_needs(plan, url), "Starting the recommended run on the pilot's judge")
+    if st.button("Start the recommended run on the same answers", key="cmp_plan_start", type="primary",
+                 icon=":material/play_arrow:", disabled=not allowed):
+        try:
+            with Session(store.engine_for(ws.db_url)) as s, s.begin():
+                name = actions.start_planned_run(who, s, plan, base_url=url)
+            actions.start_runs(who, ws.db_url, [name])
+        except (ValueError, store.NotFound, auth.Forbidden) as e:
+            st.error(ui.md(str(e)))
+        else:
+            st.success(ui.md(f"Started {name} ({rec.spec}) on the pilot's answers: compare it with {plan.split} "
+                             "here when it is done."))
 
 
 # --------------------------------------------------------------------------------------------- health

@@ -137,3 +137,19 @@ def test_labels_imported_by_a_signed_in_admin_default_to_their_name(setup, tmp_p
         actions.import_labels(LOCAL, s, path, "demo", annotator="kim")  # loopback: the typed name
     assert label_rows(engine, "ada") == [(example, criteria[0].key, 1)]
     assert label_rows(engine, "kim") == [(example, criteria[0].key, 1)]
+
+
+def test_the_planners_recommended_run_starts_only_for_who_may_run_the_pilots_judge(engine):
+    """The Compare page's "Start the recommended run" goes through actions: a paid pilot judge needs an admin,
+    a free one an annotator; a viewer starts neither (and nothing is created)."""
+    from types import SimpleNamespace
+
+    paid = SimpleNamespace(run={"judge_kind": "openai", "base_url": "https://api.example.com/v1",
+                                "api_key_env": "OPENAI_API_KEY"})
+    free = SimpleNamespace(run={"judge_kind": "simulated", "base_url": "http://127.0.0.1:9/v1", "api_key_env": None})
+    assert actions.plan_needs(paid) == Action.RUN_PAID and actions.plan_needs(free) == Action.RUN_FREE
+    with Session(engine) as s:
+        for who, plan in ((VIEWER, free), (VIEWER, paid), (ANNOTATOR, paid)):
+            with pytest.raises(Forbidden, match="start the planned run"):
+                actions.start_planned_run(who, s, plan)  # type: ignore[arg-type]
+        assert s.scalar(select(func.count()).select_from(store.Run)) == 0
