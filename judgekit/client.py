@@ -58,6 +58,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from judgekit import rawtext, redact
 from judgekit.parse import TokenLogprob
+from judgekit.pricing import MAX_TOKENS_PER_CALL
 
 if TYPE_CHECKING:  # openai is imported when a client is made: pages and reports never load it
     import openai
@@ -445,15 +446,26 @@ def _token_logprobs(choice: Any) -> list[TokenLogprob] | None:
 
 
 def token_count(value: Any) -> int | None:
-    """A token count from a reply's ``usage``: a non-negative integer (``12``, ``12.0``, ``"12"``), else
-    unknown — a gateway's ``"n/a"`` must not reach an integer column (PostgreSQL refuses it)."""
+    """A token count from a reply's ``usage``: a non-negative integer (``12``, ``12.0``, ``"12"``) a call
+    can have, else unknown — a gateway's ``"n/a"`` or ``3e9`` must not reach an integer column (PostgreSQL
+    refuses it and the write would take the other results of its batch with it; SQLite's SUM overflows)."""
     if isinstance(value, bool):
         return None
     if isinstance(value, float) and math.isfinite(value) and value.is_integer():
         value = int(value)
     if isinstance(value, str) and value.strip().isdigit() and len(value.strip()) <= 18:
         value = int(value.strip())
-    return value if isinstance(value, int) and 0 <= value < 2**62 else None
+    return value if isinstance(value, int) and 0 <= value <= MAX_TOKENS_PER_CALL else None
+
+
+def usage_counts(usage: Any) -> tuple[int | None, int | None, int | None]:
+    """(prompt, completion, cached) tokens of a reply's ``usage``; cached tokens are part of the prompt, so
+    more of them than prompt tokens (or any without a prompt count) are unknown, not a discount."""
+    prompt = token_count(_get(usage, "prompt_tokens"))
+    cached = token_count(_get(_get(usage, "prompt_tokens_details"), "cached_tokens"))
+    if cached is not None and (prompt is None or cached > prompt):
+        cached = None
+    return prompt, token_count(_get(usage, "completion_tokens")), cached
 
 
 async def complete(
@@ -579,7 +591,7 @@ def result_from_reply(
     """The :class:`CallResult` of a successful chat-completion reply (a live call's, or a batch line's)."""
     choices = _get(resp, "choices")
     choice = choices[0] if isinstance(choices, list) and choices else None
-    usage = _get(resp, "usage")
+    prompt_tokens, completion_tokens, cached_tokens = usage_counts(_get(resp, "usage"))
     text = _get(_get(choice, "message"), "content")
     return CallResult(
         text=text if isinstance(text, str) else None,
@@ -588,9 +600,9 @@ def result_from_reply(
         attempts=attempts,
         retries=retries,
         latency_s=latency,
-        prompt_tokens=token_count(_get(usage, "prompt_tokens")),
-        completion_tokens=token_count(_get(usage, "completion_tokens")),
-        cached_tokens=token_count(_get(_get(usage, "prompt_tokens_details"), "cached_tokens")),
+        prompt_tokens=prompt_tokens,
+        completion_tokens=completion_tokens,
+        cached_tokens=cached_tokens,
         structured_mode=mode,
         logprobs=_token_logprobs(choice),
         total_s=total,

@@ -34,6 +34,7 @@ DEFAULT_PRICES: dict[str, Price] = {
     "gpt-4.1-nano": Price(0.10, 0.025, 0.40),
 }
 FREE_JUDGE_KINDS = frozenset({"simulated", "local", "imported"})
+MAX_TOKENS_PER_CALL = 2**31 - 1  # a call's token count fits the 32-bit columns (PostgreSQL); none comes near
 PRICES_FILE = "prices.yaml"
 
 

@@ -72,6 +72,7 @@ from judgekit.datasets import (
     read_text,
     value_problem_at,
 )
+from judgekit.pricing import MAX_TOKENS_PER_CALL
 from judgekit.rubric import SCALE_LEVELS, Criterion, Rubric
 
 Tool = Literal["promptfoo", "inspect", "autorubric", "langfuse"]
@@ -471,7 +472,16 @@ def _text(value: Any) -> str | None:
 
 
 def _int(value: Any) -> int:
-    return int(value) if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value) else 0
+    """A token count from a tool's file: a whole number a call can have, else 0 (unknown, as when absent)."""
+    if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
+        return int(value) if 0 <= value <= MAX_TOKENS_PER_CALL else 0
+    return 0
+
+
+def _cost(value: Any) -> float | None:
+    """A cost in USD from a tool's file: a finite number ≥ 0, else unknown (a negative cost is no cost)."""
+    ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value) and value >= 0
+    return float(value) if ok else None
 
 
 def _id_text(value: Any) -> str | None:
@@ -693,7 +703,7 @@ def _inspect_usage(sample: dict, grader_role: bool) -> tuple[int, int, int, floa
     parts = [u for u in parts if isinstance(u, dict)]
     if not parts:
         return None
-    costs = [u["total_cost"] for u in parts if isinstance(u.get("total_cost"), int | float)]
+    costs = [c for u in parts if (c := _cost(u.get("total_cost"))) is not None]
     return (sum(_int(u.get("input_tokens")) for u in parts),
             sum(_int(u.get("output_tokens")) for u in parts),
             sum(_int(u.get("input_tokens_cache_read")) for u in parts),
@@ -753,13 +763,12 @@ def read_autorubric(path: str | Path, *, tool_dataset: str | Path | None = None)
             out.verdicts.append(rv)
         usage = report.get("token_usage") if isinstance(report.get("token_usage"), dict) else None
         cost = report.get("completion_cost")
-        if usage is not None or isinstance(cost, int | float):
+        if usage is not None or _cost(cost) is not None:
             usage = usage or {}
             out.usage.append(RawUsage(ref, tuple(names), _int(usage.get("prompt_tokens")),
                                       _int(usage.get("completion_tokens")),
                                       _int(usage.get("cache_read_input_tokens")),
-                                      float(cost) if isinstance(cost, int | float) and not isinstance(cost, bool)
-                                      else None, error=_text(rec.data.get("error"))))
+                                      _cost(cost), error=_text(rec.data.get("error"))))
     return out
 
 

@@ -15,7 +15,7 @@ import pytest
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from judgekit import batch, client, runner, store
+from judgekit import batch, client, reports, runner, store
 from judgekit.harness import parse_harness
 from judgekit.openai_server import Reply
 from judgekit.rubric import Criterion, Rubric
@@ -256,6 +256,28 @@ def test_nul_bytes_surrogates_and_string_usage_store_the_same_on_both_backends(s
     c = calls(small, name)[0]
     assert (c.prompt_tokens, c.completion_tokens, c.cached_tokens) == (None, 12, None)
     assert "\x00" not in c.response_text
+
+
+@pytest.mark.parametrize(("usage", "expected"), [
+    ({"prompt_tokens": 3_000_000_000, "completion_tokens": 5}, (None, 5, None)),  # beyond a 32-bit column
+    ({"prompt_tokens": 2**62 - 1, "completion_tokens": 2**62 - 1}, (None, None, None)),  # SUM would overflow
+    ({"prompt_tokens": 10, "completion_tokens": 5, "prompt_tokens_details": {"cached_tokens": 1_000_000}},
+     (10, 5, None)),  # more cached than prompt tokens: not a discount on every other call
+    ({"prompt_tokens": 100, "completion_tokens": 5, "prompt_tokens_details": {"cached_tokens": 64}}, (100, 5, 64)),
+])
+def test_usage_no_call_can_have_is_unknown_and_the_run_completes_once(small, usage, expected):
+    body = {"choices": [{"index": 0, "message": {"role": "assistant", "content": '{"safe": true, "helpful": true}'},
+                         "finish_reason": "stop"}], "usage": usage}
+    with ScriptedServer(default=Reply(raw_body=json.dumps(body).encode())) as srv:
+        name = make_run(small, srv.base_url, "bin")
+        summary = runner.run_sync(small, name, concurrency=4)
+        sent = len(srv.requests)
+    assert summary.status == "done", summary.message
+    got = calls(small, name)
+    assert sent == len(got)  # every call stored the first time: nothing to send again
+    assert {(c.prompt_tokens, c.completion_tokens, c.cached_tokens) for c in got} == {expected}
+    with Session(small) as s:
+        assert reports.run_cost(s, store.get_run(s, name)) is not None  # totals and cost still add up
 
 
 def test_logprobs_of_the_wrong_type_do_not_fail_the_run(small):

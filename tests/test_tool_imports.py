@@ -674,3 +674,24 @@ def test_numbers_no_score_can_be_and_metadata_too_deep_to_mean_anything_are_read
     result = cli("import-run", "--from", "langfuse", tmp_path / "deep.csv", "--dataset", "demo", "--rubric", "demo",
                  "--name", "deep")
     assert result.exit_code == 0, result.stderr
+
+
+def test_negative_or_impossible_costs_and_token_counts_in_a_tool_file_are_unknown(cli, engine, demo, tmp_path):
+    """A cost below 0 or a token count no call can have is unknown, never a negative total."""
+    def poison(lines: list[str]) -> list[str]:
+        out = []
+        for line in lines:
+            item = json.loads(line)
+            item["report"]["completion_cost"] = -1.0
+            item["report"]["token_usage"].update(prompt_tokens=-50_000, completion_tokens=3_000_000_000)
+            out.append(json.dumps(item))
+        return out
+
+    run_dir = autorubric_dir(tmp_path, "run", poison)
+    assert cli("import-run", "--from", "autorubric", run_dir, *AR_ARGS, "--dataset", "demo", "--rubric", "demo",
+               "--name", "neg").exit_code == 0
+    with Session(engine) as s:
+        calls = s.scalars(select(store.Call).where(store.Call.run_id == store.get_run(s, "neg").id)).all()
+        cost = reports.run_cost(s, store.get_run(s, "neg"))
+    assert calls and all(c.prompt_tokens in (0, None) and c.completion_tokens in (0, None) for c in calls)
+    assert cost.usd is None or cost.usd >= 0
