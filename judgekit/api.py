@@ -143,6 +143,8 @@ class Workspace:
         chosen = [n for n, on in (("run", run), ("human", human), ("annotator", annotator)) if on]
         if len(chosen) != 1:
             raise ValueError("choose exactly one source: run=NAME, human=True or annotator=NAME")
+        if not row or not col:
+            raise ValueError("name the two criteria: row=KEY and col=KEY")
         with self._session() as s:
             src = sources.load_sources(s, [run] if run else [], human=human,
                                        annotators=[annotator] if annotator else [], dataset=dataset)[0]
@@ -153,6 +155,7 @@ class Workspace:
         """Phi matrices with bootstrap CIs of each run beside the human column, and the association audit.
         ``human=True`` is the consensus; a string names one annotator as the human column."""
         extra = [human] if isinstance(human, str) else []
+        runs = [runs] if isinstance(runs, str | int) else runs  # one run named on its own
         from judgekit import noise
 
         with self._session() as s:

@@ -67,7 +67,7 @@ __all__ = [
 
 CATEGORY_FIELD = "category"
 CHUNK = 64  # bundles whose evidence is read in one query
-BUSY_STATUSES = ("pending", "running")
+UNFINISHED_STATUSES = ("pending", "running", "interrupted")  # a from-run whose evidence is not final yet
 
 
 def is_bundle_run(run: store.Run) -> bool:
@@ -114,10 +114,10 @@ def ensure_bundles(s: Session, dataset: str | store.Dataset, fields: Sequence[st
     members: dict[tuple[str, ...], list[int]] = {}
     for ex_id, meta in s.execute(select(store.Example.id, store.Example.meta)
                                  .where(store.Example.dataset_id == ds.id).order_by(store.Example.id)):
-        meta = meta or {}
-        if any(meta.get(f) is None for f in fields):
+        values = tuple(bundle_value((meta or {}).get(f)) for f in fields)
+        if None in values:  # a field missing or blank: the answer belongs to no bundle
             continue
-        members.setdefault(tuple(bundle_value(meta[f]) for f in fields), []).append(ex_id)
+        members.setdefault(values, []).append(ex_id)
     if not members:
         raise ValueError(f"no answer of dataset {ds.name!r} has metadata field{'s' if len(fields) > 1 else ''} "
                          f"{', '.join(repr(f) for f in fields)}: nothing to bundle")
@@ -347,9 +347,9 @@ def create_bundle_run(
     holistic.variant(harness.prompt_variant)
     ds = store.get_dataset(s, dataset)
     source = _per_answer_run(s, from_run, ds)
-    if source.status in BUSY_STATUSES:
-        raise ValueError(f"--from-run {source.name!r} is {source.status} (or was interrupted): the evidence must be "
-                         f"final — finish it with `judgekit resume {source.name}` first")
+    if source.status in UNFINISHED_STATUSES:
+        raise ValueError(f"--from-run {source.name!r} is {source.status}: the evidence must be final — finish it "
+                         f"with `judgekit resume {source.name}` first")
     rubric_row = store.get_rubric_row(s, rubric)
     rub = store.rubric_value(s, rubric_row)
     fields = check_fields(bundle_by)

@@ -692,15 +692,23 @@ def _bundle_ko_rules(path, raw: Any, by_key: dict[str, Criterion], top: int) -> 
             if parsed is None:
                 raise InputError(path, "must be a mapping {criterion, floor}", line=values.get("__line__", line),
                                  field=where)
-            rules[bundle_value(value)] = parsed
+            named = bundle_value(value)
+            if named is None:
+                raise InputError(path, "a blank value names no bundle", line=values.get("__line__", line), field=where)
+            rules[named] = parsed
         out[str(fld)] = rules
     return out
 
 
-def bundle_value(value: Any) -> str:
-    """A metadata value as bundles compare and show it: text as is, anything else as compact JSON."""
-    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, sort_keys=True,
-                                                           separators=(",", ":"))
+def bundle_value(value: Any) -> str | None:
+    """A metadata value as bundles compare and show it: text in NFC without surrounding space (``"café"``
+    typed either way is one bundle), anything else as compact JSON; ``None`` for a value that names no
+    bundle (missing, or blank text)."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return nfc(value.strip()) or None
+    return json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
 
 
 # --------------------------------------------------------------------------- values
@@ -755,8 +763,10 @@ def parse_labels(
     example_ids: set[str],
     criteria: Mapping[str, Criterion],
     annotator: str | None = None,
+    refused: Mapping[str, str] | None = None,
 ) -> list[dict]:
-    """Labels of a long (JSONL/CSV) or wide (CSV) file, checked against a dataset's ids and the criteria.
+    """Labels of a long (JSONL/CSV) or wide (CSV) file, checked against a dataset's ids and the criteria
+    (``refused``: criterion keys that may not be labelled → why).
 
     Returns rows ``{example_id (user id), criterion, annotator, value, note}``.
     """
@@ -800,6 +810,8 @@ def parse_labels(
         if ex not in example_ids:
             raise InputError(path, f"no example {ex!r} in the dataset", line=rec.line, field="example_id")
         crit_key = d.get("criterion")
+        if isinstance(crit_key, str) and refused and crit_key in refused:
+            raise InputError(path, refused[crit_key], line=rec.line, field="criterion")
         if not isinstance(crit_key, str) or crit_key not in criteria:
             raise InputError(path, f"unknown criterion {crit_key!r}", line=rec.line, field="criterion")
         if "value" not in d:

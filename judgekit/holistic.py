@@ -100,11 +100,23 @@ def evidence_line(category: str | None, prompt_id: str, scores: Sequence[tuple[s
     Every part is put on one line, so no value can start a line of its own in the prompt.
     """
     flagged = any(one_line(f) for f in red_flags)
-    line = f"[{one_line(category) or NO_CATEGORY}] {one_line(prompt_id)}: {score_text(scores)}"
+    line = f"[{_label_part(category) or NO_CATEGORY}] {_label_part(prompt_id)}: {score_text(scores)}"
     if flagged:
         line += " · RED FLAG"
     note = distill(red_flags, rationale, cap)
     return f"{line} — {note}" if note else line
+
+
+LABEL_CAP = 80  # characters of a category or prompt id on an evidence line
+_DELIMITERS = str.maketrans({"[": "(", "]": ")", "—": "-", "·": "-"})
+
+
+def _label_part(text: str | None) -> str:
+    """A category or prompt id as it may stand on an evidence line: one line, at most LABEL_CAP characters,
+    and none of the line's own delimiters (``[ ]``, ``: ``, `` — ``, `` · ``) — metadata must not be able to
+    write a score, a RED FLAG or another answer into the line."""
+    part = one_line(text).translate(_DELIMITERS).replace(": ", ":")
+    return part if len(part) <= LABEL_CAP else part[: LABEL_CAP - 1] + "…"
 
 
 @dataclass(frozen=True)

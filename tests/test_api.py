@@ -106,3 +106,10 @@ def test_pages_use_the_same_builders():
     for name in ("phi_heatmap", "diff_heatmap", "crosstab_table", "flips_frame", "agreement_frame", "kappa_figure",
                  "attribution_figure", "audit_frame"):
         assert getattr(ui, name) is getattr(figures, name)
+
+
+def test_one_run_may_be_named_on_its_own_and_a_crosstab_needs_both_criteria(ws):
+    one, listed = ws.phi(runs=SPLIT, n_boot=0), ws.phi(runs=[SPLIT], n_boot=0)
+    assert repr(one.to_dict()) == repr(listed.to_dict()) and one.columns[0].source == f"run:{SPLIT}"
+    with pytest.raises(ValueError, match="name the two criteria: row=KEY and col=KEY"):
+        ws.crosstab(run=SPLIT)

@@ -488,3 +488,14 @@ def test_sigkill_mid_holistic_run_then_resume_loses_nothing(engine, db_url, tmp_
         crits = [c.id for c in store.criterion_rows(s, run.rubric_id)]
     assert sorted(keys) == sorted((b, c) for b in bundle_ids for c in crits)  # exact: 60 bundles × 2 dimensions
     assert served - 120 == lost
+
+
+def test_bundle_values_are_compared_in_nfc_and_blank_ones_name_no_bundle(cli, engine, tmp_path):
+    rows = [{"id": "a", "answer": "x", "model": "caf\u00e9"}, {"id": "b", "answer": "y", "model": "cafe\u0301 "},
+            {"id": "c", "answer": "z", "model": ""}, {"id": "d", "answer": "w", "model": "  "},
+            {"id": "e", "answer": "v", "model": 7}, {"id": "f", "answer": "u", "model": "7"}]
+    (tmp_path / "nfc.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    assert cli("import-dataset", tmp_path / "nfc.jsonl", "--name", "nfc").exit_code == 0
+    with Session(engine) as s, s.begin():
+        got = [(b.label, b.size) for b in bundles.ensure_bundles(s, "nfc", ["model"])]
+    assert sorted(got) == [("7", 2), ("caf\u00e9", 2)]  # one café; "" and "  " belong to no bundle

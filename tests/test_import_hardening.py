@@ -225,10 +225,19 @@ def test_export_of_a_key_shared_by_a_binary_and_a_scale_rubric_writes_the_stored
                                       "    levels: {1: a, 2: b, 3: c, 4: d, 5: e}\n")
     assert cli("import-rubric", tmp_path / "bin.yaml").exit_code == 0
     assert cli("import-rubric", tmp_path / "sc.yaml").exit_code == 0
-    assert cli("import-labels", jsonl(tmp_path / "s.jsonl", {"example_id": "e1", "criterion": "tone", "value": 4}),
-               "--dataset", "d", "--annotator", "ana", "--rubric", "sc").exit_code == 0
-    assert cli("import-labels", jsonl(tmp_path / "b.jsonl", {"example_id": "e2", "criterion": "tone", "value": True}),
-               "--dataset", "d", "--annotator", "ana", "--rubric", "bin").exit_code == 0
+    # a file's labels for such a key are refused, whichever rubric is named: each would read them differently
+    for rubric in ("bin", "sc", None):
+        refused(cli, engine, ["import-labels", jsonl(tmp_path / "b.jsonl", {"example_id": "e2", "criterion": "tone",
+                                                                           "value": True}),
+                              "--dataset", "d", "--annotator", "ana", *(["--rubric", rubric] if rubric else [])],
+                "b.jsonl:1: field 'criterion': criterion 'tone' is defined differently by the rubrics "
+                "(binary in bin; scale (pass at 3) in sc)")
+    with Session(engine) as s, s.begin():  # labels written before the second rubric came (or by hand)
+        ids = store.example_ids(s, store.get_dataset(s, "d").id)
+        store.upsert_labels(s, [{"example_id": ids["e1"], "criterion": "tone", "annotator": "ana", "value": 4,
+                                 "note": None},
+                                {"example_id": ids["e2"], "criterion": "tone", "annotator": "ana", "value": 1,
+                                 "note": None}])
     assert cli("export-labels", "--dataset", "d", "--out", tmp_path / "out.jsonl").exit_code == 0
     values = {r["example_id"]: r["value"] for r in map(json.loads, (tmp_path / "out.jsonl").read_text().splitlines())}
     assert values == {"e1": 4, "e2": 1}  # the stored numbers, never True for a score of 4
