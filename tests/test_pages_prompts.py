@@ -58,7 +58,7 @@ def test_run_page_starts_a_templated_few_shot_run_and_refuses_a_bad_template(eng
     template = "Q: {{ question }}\nA: {{ answer }}\n\n{{ criteria }}"
     at.text_area(key="run_prompt_template").input(template).run()
     at.number_input(key="run_few_shot").set_value(2).run()
-    assert "Valid: template page template (" in texts(at)
+    assert "Valid: template page template (" in texts(at).replace("\\", "")
     at.button(key="run_start").click().run()
     assert not at.exception, at.exception
     wait_for_jobs(db_url)
