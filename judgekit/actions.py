@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from judgekit import critique, imports, jobs, labeling, planner, runner, store
+from judgekit import critique, imports, jobs, labeling, lease, planner, runner, store
 from judgekit.auth import Action, Identity, run_action
 from judgekit.rubric import Criterion
 
@@ -45,9 +45,14 @@ T = TypeVar("T")
 
 
 def delete_run(who: Identity, s: Session, run_ref: str | int) -> str:
-    """Delete a run with its calls and verdicts (admin); returns its name."""
+    """Delete a run with its calls and verdicts (admin); returns its name. A run some live process is
+    executing is refused (its next write would fail): cancel it or let it finish first."""
     who.require(Action.DELETE, "delete runs")
     run = store.get_run(s, run_ref)
+    holder = lease.executing(s, run.id)
+    if holder:
+        raise ValueError(f"run {run.name!r} is being executed ({holder}): cancel it on the Run page or wait for it "
+                         "to finish, then delete it; nothing was deleted")
     store.delete_run(s, run)
     return run.name
 

@@ -357,7 +357,7 @@ def audit_evidence(
     if P == 0 or not sources or sources[0].shape[0] == 0:
         return AuditEvidence(iu, ju, [])
     rng = np.random.default_rng(seed)
-    B = max(int(n_draws), 2)
+    B = max(int(n_draws), stats.MIN_DRAWS)  # verdicts never rest on a handful of draws, whatever the caller asks
     pats = _Patterns(sources, iu, ju, B, rng)
     pat = pats.pat
     R = (reference if reference is not None else 0) if Hs else None

@@ -43,7 +43,7 @@ from typing import Any, Literal
 
 from sqlalchemy.orm import Session
 
-from judgekit import noise, reports
+from judgekit import noise, reports, stats
 from judgekit.datasets import InputError, load_yaml, read_text
 
 GateName = Literal["min_kappa", "max_induced", "max_flip_rate"]
@@ -271,6 +271,7 @@ def check(s: Session, run: str | int, gates: Gates, *, annotator: str | None = N
           seed: int = 0) -> CheckReport:
     """Evaluate every gate that has a threshold on ``run`` (see the module docstring)."""
     validate(gates)
+    stats.check_draws(n_boot)
     wants_flips = _wants(gates, "max_flip_rate")
     source = reports.load_run(s, run)
     results: list[GateResult] = []

@@ -13,7 +13,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from judgekit import datasets, matrix_cache, store, tool_formats
@@ -83,27 +82,12 @@ def import_rubric(s: Session, path: str | Path) -> ImportResult:
 def label_criteria(s: Session, rubric: str | None = None) -> dict[str, Criterion]:
     """The criteria labels may name: one rubric's, or every rubric's — in both cases only keys every rubric
     defines the same way (labels are stored by key, so a key that is binary in one rubric and a 1–5 scale in
-    another would be read differently by each; :func:`label_key_conflicts` says why such a key is refused)."""
-    conflicts = label_key_conflicts(s)
+    another would be read differently by each; :func:`store.label_key_conflicts` says why such a key is
+    refused)."""
+    conflicts = store.label_key_conflicts(s)
     if rubric:
         return {c.key: c for c in store.load_rubric(s, rubric).criteria if c.key not in conflicts}
     return {key: defs[0] for key, defs in store.criteria_by_key(s).items() if key not in conflicts}
-
-
-def label_key_conflicts(s: Session) -> dict[str, str]:
-    """Criterion keys that rubrics define differently (kind or pass mark) → why labels for them are refused."""
-    defs: dict[str, dict[tuple, list[str]]] = {}
-    for row in s.scalars(select(store.RubricRow).order_by(store.RubricRow.id)):
-        for c in store.rubric_value(s, row).criteria:
-            defs.setdefault(c.key, {}).setdefault((c.kind, c.pass_at), []).append(row.name)
-    out = {}
-    for key, ways in defs.items():
-        if len(ways) > 1:
-            said = "; ".join(f"{kind}{f' (pass at {p})' if p else ''} in {', '.join(names)}"
-                             for (kind, p), names in ways.items())
-            out[key] = (f"criterion {key!r} is defined differently by the rubrics ({said}); labels are stored by "
-                        "key, so each rubric would read them differently — rename it in one rubric")
-    return out
 
 
 def import_labels(
@@ -113,7 +97,7 @@ def import_labels(
     ids = example_ids(s, ds.id)
     criteria = label_criteria(s, rubric)
     rows = datasets.parse_labels(path, example_ids=set(ids), criteria=criteria, annotator=annotator,
-                                 refused=label_key_conflicts(s))
+                                 refused=store.label_key_conflicts(s))
     store.upsert_labels(s, [{**r, "example_id": ids[r["example_id"]]} for r in rows])
     s.flush()
     matrix_cache.written(s, dataset=dataset)

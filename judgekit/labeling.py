@@ -496,7 +496,8 @@ def save_item(
 ) -> int:
     """Upsert one annotator's labels for one example (one row per criterion in ``values``; None = unsure).
 
-    The note, if any, is stored on every row of the item. Returns the number of rows written.
+    The note, if any, is stored on every row of the item. Returns the number of rows written. A key the
+    rubrics define differently (:func:`store.label_key_conflicts`) is refused, as file imports refuse it.
     """
     annotator = (annotator or "").strip()
     if not annotator:
@@ -505,6 +506,10 @@ def save_item(
     unknown = [k for k in values if k not in by_key]
     if unknown:
         raise ValueError(f"unknown criterion {unknown[0]!r}")
+    conflicts = store.label_key_conflicts(s)
+    refused = [k for k in values if k in conflicts]
+    if refused:
+        raise ValueError(f"{conflicts[refused[0]]}; nothing was saved")
     note = (note or "").strip() or None
     rows = [{"example_id": example_id, "criterion": k, "annotator": annotator,
              "value": _check_value(by_key[k], v), "note": note} for k, v in values.items()]

@@ -33,7 +33,7 @@ from sqlalchemy.orm import Session
 
 from judgekit import store
 
-__all__ = ["DEFAULT_TTL_S", "Lease", "LeaseHeld", "acquire"]
+__all__ = ["DEFAULT_TTL_S", "Lease", "LeaseHeld", "acquire", "executing"]
 
 DEFAULT_TTL_S = 60.0
 Clock = Callable[[], dt.datetime]
@@ -114,11 +114,24 @@ def _stale(row: store.RunLease, now: dt.datetime, ttl_s: float, host: str) -> bo
     return row.host == host and row.pid is not None and not _pid_alive(row.pid)
 
 
-def _held_message(run_name: str, row: store.RunLease, now: dt.datetime, ttl_s: float) -> str:
+def _holder_text(row: store.RunLease, now: dt.datetime) -> str:
     age = max(0.0, (now - row.heartbeat_at).total_seconds())
+    return f"pid {row.pid} on {row.host}, last heartbeat {age:.0f} s ago"
+
+
+def executing(s: Session, run_id: int, *, ttl_s: float = DEFAULT_TTL_S, clock: Clock = store.utcnow) -> str | None:
+    """Which live process is executing the run (``"pid … on …, last heartbeat … s ago"``), or None."""
+    row = s.get(store.RunLease, run_id)
+    now = clock()
+    if row is None or _stale(row, now, ttl_s, socket.gethostname()[:200]):
+        return None
+    return _holder_text(row, now)
+
+
+def _held_message(run_name: str, row: store.RunLease, now: dt.datetime, ttl_s: float) -> str:
     return (
-        f"run {run_name!r} is being executed by another process (pid {row.pid} on {row.host}, last heartbeat "
-        f"{age:.0f} s ago); it was not started twice. Wait for that process to finish, or stop it and resume "
+        f"run {run_name!r} is being executed by another process ({_holder_text(row, now)}); it was not started "
+        "twice. Wait for that process to finish, or stop it and resume "
         f"again (a lease whose process died is taken over at once on the same machine, after {ttl_s:.0f} s "
         "from another)."
     )

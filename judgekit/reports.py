@@ -482,6 +482,7 @@ def phi_report(
     matrices count; the audit still counts every answer. ``names``: how the undefined-phi notes name each
     source (default: its key). ``noise_floor``: the judge's noise floor from repeat runs
     (:func:`judgekit.noise.find_floor`), read by the audit."""
+    stats.check_draws(n_boot)
     keys = union_keys(sources)
     sources = [src.select(keys) for src in sources]
     # one restricted copy at a time: at 100k answers each is ~10 MB, and the audit's draws are the peak
@@ -1057,6 +1058,7 @@ def build_report(
     included with their text (escaped by the renderers). ``sections(s, run names)`` adds tables computed
     elsewhere (the exports pass :func:`judgekit.health.export_sections`).
     """
+    stats.check_draws(n_boot)
     notes: list[str] = []
     if runs:
         run_names = list(runs)

@@ -34,7 +34,7 @@ from numpy.typing import ArrayLike, NDArray
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from judgekit import prompts, reports, store
+from judgekit import prompts, reports, stats, store
 from judgekit.flags import (  # noqa: F401 - public here too (scale.classify, …)
     FORMAT_PATTERNS_DE,
     FORMAT_PATTERNS_EN,
@@ -603,6 +603,7 @@ def ab_report(
     (one critique run of A, one of B) adds the rationale-quality rates per check. Different
     datasets or rubrics are an error; a different judge or the same prompt variant is a warning.
     """
+    stats.check_draws(n_boot, none=False)
     A = run_a if isinstance(run_a, RunVerdicts) else load_verdicts(s, run_a)
     B = run_b if isinstance(run_b, RunVerdicts) else load_verdicts(s, run_b)
     if A.run_id == B.run_id:

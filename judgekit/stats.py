@@ -46,6 +46,7 @@ __all__ = [
     "agreement_matrix",
     "all_pass_rate",
     "binarize",
+    "check_draws",
     "compare",
     "consensus",
     "consensus_scale",
@@ -62,6 +63,7 @@ __all__ = [
     "wilson_interval",
     "Rate",
     "rate",
+    "MIN_DRAWS",
     "mcnemar_exact",
     "mean_abs_delta",
     "pair_tables",
@@ -87,6 +89,26 @@ Level = Literal["nominal", "ordinal", "interval", "ratio"]
 Weights = Literal["linear", "quadratic"]
 
 _OUTCOME_INDEX = {"pass": PASS, "fail": FAIL}
+
+MIN_DRAWS = 200
+"""Fewest posterior (or bootstrap) draws a printed 95 % interval or a verdict may rest on: with fewer, an
+equal-tailed bound is one of the handful most extreme draws and moves from seed to seed."""
+
+
+def check_draws(n_draws: int, *, none: bool = True, option: str = "--n-boot") -> int:
+    """``n_draws`` if an interval can rest on it: at least :data:`MIN_DRAWS`, or 0 (intervals left out)
+    when ``none``; otherwise ValueError in one line naming ``option``."""
+    if n_draws >= MIN_DRAWS or (none and n_draws == 0):
+        return n_draws
+    if n_draws < 0:
+        raise ValueError(f"{option} {n_draws}: a number of draws cannot be negative")
+    tail = int(n_draws * 0.025) + 1  # the equal-tailed bound's rank from either end
+    rank = {1: "", 2: "second ", 3: "third ", 4: "fourth ", 5: "fifth "}[tail]
+    raise ValueError(
+        f"{option} {n_draws}: a 95 % interval needs at least {MIN_DRAWS} draws (with {n_draws}, each bound is the "
+        f"{rank}most extreme draw and moves with the seed)"
+        + ("; 0 leaves the intervals out" if none else "")
+    )
 
 
 # --------------------------------------------------------------------------------------------- helpers

@@ -699,6 +699,25 @@ def criteria_by_key(s: Session) -> dict[str, list[Criterion]]:
     return out
 
 
+def label_key_conflicts(s: Session) -> dict[str, str]:
+    """Criterion keys that rubrics define differently (kind or pass mark) → why labels for them are refused.
+
+    Labels are stored by key, so a key that is binary in one rubric and a 1–5 scale in another would be
+    read differently by each; file imports and the Label page both refuse such a key."""
+    defs: dict[str, dict[tuple, list[str]]] = {}
+    for row in s.scalars(select(RubricRow).order_by(RubricRow.id)):
+        for c in rubric_value(s, row).criteria:
+            defs.setdefault(c.key, {}).setdefault((c.kind, c.pass_at), []).append(row.name)
+    out = {}
+    for key, ways in defs.items():
+        if len(ways) > 1:
+            said = "; ".join(f"{kind}{f' (pass at {p})' if p else ''} in {', '.join(names)}"
+                             for (kind, p), names in ways.items())
+            out[key] = (f"criterion {key!r} is defined differently by the rubrics ({said}); labels are stored by "
+                        "key, so each rubric would read them differently — rename it in one rubric")
+    return out
+
+
 # --------------------------------------------------------------------------- judges and runs
 
 
@@ -936,7 +955,7 @@ def harness_label(harness: dict) -> str:
 
 
 def delete_run(s: Session, run: Run) -> None:
-    for table in (Verdict, BundleVerdict, Call, RunExample, RunBundle):
+    for table in (Verdict, BundleVerdict, Call, RunExample, RunBundle, RunLease):
         s.execute(delete(table).where(table.run_id == run.id))
     s.delete(run)
 

@@ -63,7 +63,7 @@ def _save(set_id: int, annotator: str, example_id: int, criteria: tuple[Criterio
     try:
         with session() as s:
             actions.save_labels(signin.identity(), s, example_id, values, criteria, note=note, annotator=annotator)
-    except Forbidden as e:
+    except (ValueError, Forbidden) as e:
         _flash("error", md(f"Not saved: {e}."))
         return
     st.session_state[P + "last_saved"] = (set_id, example_id)
@@ -205,6 +205,7 @@ def label_mode(info: labeling.LabelSetInfo, annotator: str) -> None:
     with session() as s:
         items = labeling.label_set_items(s, info.id)
         prog = labeling.progress(s, info.id, annotator)
+        conflicts = store.label_key_conflicts(s)
     n = len(items)
     pos_key = _pos_key(info.id, annotator)
     if pos_key not in st.session_state:  # resume where this annotator left off
@@ -238,6 +239,9 @@ def label_mode(info: labeling.LabelSetInfo, annotator: str) -> None:
         text=f"Item {pos + 1} of {n} · {prog.labelled} of {n} labelled by {md(annotator)}",
     )
     _status(info, annotator)
+    for c in info.criteria:
+        if c.key in conflicts:
+            st.warning(md(f"Labels for {c.key} cannot be saved: {conflicts[c.key]}."))
     if flash:
         getattr(st, flash[0])(flash[1])
     text_col, judge_col = st.columns([1.05, 1], gap="large")

@@ -128,9 +128,15 @@ if runs and who.can(Action.DELETE):
         def delete(name: str, key: str) -> None:
             from judgekit import actions
 
-            with session() as s:
-                actions.delete_run(signin.identity(), s, name)
+            try:
+                with session() as s:
+                    actions.delete_run(signin.identity(), s, name)
+            except ValueError as e:
+                st.session_state["ws_delete_refused"] = str(e)
+                return
             st.session_state.pop(key, None)
             st.session_state.pop("ws_delete_run", None)
 
         st.button("Delete", key="ws_delete", disabled=not confirm, on_click=delete, args=(doomed, confirm_key))
+        if refused := st.session_state.pop("ws_delete_refused", None):
+            st.error(ui.md(refused))

@@ -3,11 +3,15 @@ buttons: a refused action raises Forbidden and writes nothing — on SQLite and 
 
 from __future__ import annotations
 
+import socket
+import subprocess
+import sys
+
 import pytest
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from judgekit import actions, labeling, runner, store
+from judgekit import actions, labeling, lease, runner, store
 from judgekit.auth import LOCAL, Action, Forbidden, Identity, Role
 from judgekit.harness import parse_harness
 from tests.conftest import DATA
@@ -108,6 +112,34 @@ def test_an_annotator_labels_as_themselves_and_runs_only_free_judges(setup, db_u
     after = counts(engine)
     assert after["runs"] == before["runs"] + 2 and after["datasets"] == before["datasets"]
     assert rerun == "free-b"
+
+
+def test_a_run_a_live_process_executes_is_not_deleted_until_it_stops(setup):
+    engine, _, _ = setup
+    with Session(engine) as s:
+        run_id = store.get_run(s, "free").id
+    held = lease.acquire(engine, run_id)  # this process: alive, so the lease is live
+    try:
+        with pytest.raises(ValueError, match=r"run 'free' is being executed \(pid \d+ on .+, last heartbeat \d+ s ago\)"
+                                             r": cancel it .* nothing was deleted"), Session(engine) as s, s.begin():
+            actions.delete_run(ADMIN, s, "free")
+        with Session(engine) as s:
+            assert store.get_run(s, "free") and s.get(store.RunLease, run_id)
+    finally:
+        held.release()
+    with Session(engine) as s, s.begin():  # a lease left by a process that died is no obstacle
+        s.add(store.RunLease(run_id=run_id, owner="gone", host=socket.gethostname()[:200], pid=dead_pid(),
+                             acquired_at=store.utcnow(), heartbeat_at=store.utcnow()))
+    with Session(engine) as s, s.begin():
+        assert actions.delete_run(ADMIN, s, "free") == "free"
+    with Session(engine) as s:
+        assert s.get(store.RunLease, run_id) is None and "free" not in [r["name"] for r in store.list_runs(s)]
+
+
+def dead_pid() -> int:
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    return proc.pid
 
 
 def test_an_admin_deletes_imports_and_runs_paid_judges(setup, db_url):

@@ -166,6 +166,19 @@ def test_identical_harnesses_give_a_narrow_nonzero_shift_around_zero():
         assert s.value == 0.0 and s.lo < 0 < s.hi and s.hi - s.lo < 0.05 and not s.significant
 
 
+
+def test_verdicts_never_rest_on_fewer_than_the_minimum_draws():
+    rng = np.random.default_rng(3)
+    V = (rng.random((200, 3)) > 0.25).astype(float)
+    W = np.where(rng.random((200, 3)) < 0.1, 1 - V, V)
+    few, enough = (audit.audit_evidence([V, W], ["x", "y"], ["a", "b", "c"], reference=1, n_draws=n).pairs
+                   for n in (2, stats.MIN_DRAWS))
+    assert repr(few) == repr(enough)  # two draws asked for: the minimum is drawn, so bounds and p are the same
+    assert stats.check_draws(0) == 0 and stats.check_draws(stats.MIN_DRAWS) == stats.MIN_DRAWS
+    for n, none in ((1, True), (199, True), (0, False)):
+        with pytest.raises(ValueError, match=f"--n-boot {n}: a 95 % interval needs at least 200 draws"):
+            stats.check_draws(n, none=none)
+
 def test_undefined_evidence_says_why():
     V = np.ones((50, 2))
     V[:10, 0] = 0.0  # criterion b constant

@@ -14,7 +14,7 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from judgekit import imports, store
+from judgekit import imports, labeling, store
 from tests.conftest import DATA
 
 BACKENDS = ("sqlite", "postgresql")
@@ -244,6 +244,31 @@ def test_export_of_a_key_shared_by_a_binary_and_a_scale_rubric_writes_the_stored
     assert cli("export-labels", "--dataset", "d", "--out", tmp_path / "out.csv").exit_code == 0
     csv_values = [line.split(",")[2] for line in (tmp_path / "out.csv").read_text().splitlines()[1:]]
     assert sorted(csv_values) == ["1", "4"]
+
+
+
+def test_the_label_page_refuses_a_key_rubrics_define_differently_as_imports_do(cli, engine, tmp_path):
+    assert cli("import-dataset", jsonl(tmp_path / "d.jsonl", {"id": "e1", "answer": "a"}), "--name", "d").exit_code == 0
+    (tmp_path / "bin.yaml").write_text("name: bin\ncriteria:\n  - key: tone\n    question: Polite?\n"
+                                      "  - key: safe\n    question: Safe?\n")
+    assert cli("import-rubric", tmp_path / "bin.yaml").exit_code == 0
+    with Session(engine) as s, s.begin():  # one rubric: tone can be labelled
+        e1 = store.example_ids(s, store.get_dataset(s, "d").id)["e1"]
+        bin_criteria = store.load_rubric(s, "bin").criteria
+        assert labeling.save_item(s, e1, "ana", {"tone": 1, "safe": 1}, bin_criteria) == 2
+    (tmp_path / "sc.yaml").write_text("name: sc\ncriteria:\n  - key: tone\n    question: How polite?\n    kind: scale\n"
+                                      "    levels: {1: a, 2: b, 3: c, 4: d, 5: e}\n")
+    assert cli("import-rubric", tmp_path / "sc.yaml").exit_code == 0
+    with Session(engine) as s:
+        with pytest.raises(ValueError, match=r"criterion 'tone' is defined differently by the rubrics \(binary in bin; "
+                                             r"scale \(pass at 3\) in sc\).*; nothing was saved"):
+            labeling.save_item(s, e1, "ana", {"safe": 0, "tone": 0}, bin_criteria)
+        s.rollback()
+        # nothing of the item was written, not even the criterion that is fine on its own
+        assert {(r["criterion"], r["value"]) for r in store.labels_for_dataset(s, store.get_dataset(s, "d").id)} == {
+            ("tone", 1), ("safe", 1)}
+    with Session(engine) as s, s.begin():
+        assert labeling.save_item(s, e1, "ana", {"safe": 0}, bin_criteria) == 1  # other keys still save
 
 
 # ------------------------------------------------------------------------- the same on both stores

@@ -575,6 +575,25 @@ def test_page_create_label_resume_edit(judged):
     assert "hard one" not in page_text(at3) and f"0 of {len(keys)} criteria chosen" in page_text(at3)
 
 
+def test_page_warns_of_and_refuses_a_key_another_rubric_defines_differently(judged, tmp_path):
+    with Session(judged) as s, s.begin():
+        info = labeling.create_label_set(s, "clash", dataset="demo", rubric="demo",
+                                         spec=SampleSpec("random", size=3, seed=0))
+        key = info.criteria[0].key
+        (tmp_path / "other.yaml").write_text(f"name: other\ncriteria:\n  - key: {key}\n    question: How much?\n"
+                                             "    kind: scale\n    levels: {1: a, 2: b, 3: c, 4: d, 5: e}\n")
+        imports.import_rubric(s, tmp_path / "other.yaml")
+    at = open_label_page()
+    warned = [w.value.replace("\\", "") for w in at.warning if "cannot be saved" in w.value]  # as a reader sees it
+    assert len(warned) == 1 and f"Labels for {key} cannot be saved" in warned[0] and "other" in warned[0]
+    choose_all(at, {c.key: 1 for c in info.criteria})
+    at.button(key="label_save").click().run()
+    assert not at.exception
+    assert any("Not saved" in e.value and "defined differently" in e.value for e in at.error), [e.value for e in at.error]
+    assert "nothing was saved" in at.error[0].value
+    assert labels_of(judged, "ana") == {}
+
+
 def test_page_agreement_and_adjudication(judged):
     with Session(judged) as s, s.begin():
         info = labeling.create_label_set(s, "pair", dataset="demo", rubric="demo",

@@ -10,7 +10,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 from streamlit.testing.v1 import AppTest
 
-from judgekit import imports, jobs, store
+from judgekit import imports, jobs, lease, store
 from tests.conftest import DATA
 
 
@@ -90,6 +90,18 @@ def test_workspace_lists_runs_and_deletes_one_with_confirmation(engine, cli):
     # the next run asks again: nothing is left ticked
     assert at.selectbox(key="ws_delete_run").value == "ext2"
     assert not at.checkbox(key="ws_delete_confirm|ext2").value and at.button(key="ws_delete").disabled
+    # a run some live process is executing is kept, and the page says why
+    with Session(engine) as s:
+        held = lease.acquire(engine, store.get_run(s, "ext2").id)
+    try:
+        at.checkbox(key="ws_delete_confirm|ext2").check().run()
+        at.button(key="ws_delete").click().run()
+        assert not at.exception
+        assert any("is being executed" in e.value and "nothing was deleted" in e.value for e in at.error)
+        with Session(engine) as s:
+            assert [r["name"] for r in store.list_runs(s)] == ["ext2"]
+    finally:
+        held.release()
 
 
 def test_workspace_leads_with_findings_that_open_their_pages(engine, db_url):

@@ -381,7 +381,7 @@ def test_phi_report_matrices_notes_and_audit(cli, ws):
 def test_human_falls_back_to_reference_and_annotator_source(cli, ws):
     rng = np.random.default_rng(3)
     import_labels(cli, ws, "reference", {k: rng.integers(0, 2, N).astype(float) for k in BINARY[:2]}, IDS)
-    got = report_json(cli, "phi", "--human", "--n-boot", "50")
+    got = report_json(cli, "phi", "--human", "--n-boot", "200")
     assert [c["source"] for c in got["columns"]] == ["human:reference"]
     assert got["criteria"] == BINARY[:2] and got["columns"][0]["n"] == 600
     ct = report_json(
@@ -486,7 +486,7 @@ def test_agreement_scale_metrics(cli, ws):
 # ----------------------------------------------------------------------------------------- degenerate data
 
 
-def test_degenerate_inputs_give_nulls_and_messages_not_exceptions(cli, ws):
+def test_degenerate_inputs_give_nulls_and_messages_not_exceptions(cli, ws, tmp_path):
     nan = np.full(50, np.nan)
     import_run(cli, ws, "unscored", {"answers_question": nan, "cites_source": nan}, ids=IDS[:50])
     import_run(cli, ws, "left", {"answers_question": np.ones(100)}, ids=IDS[:100])
@@ -501,7 +501,7 @@ def test_degenerate_inputs_give_nulls_and_messages_not_exceptions(cli, ws):
         ct["col_fail_rate"] == {"pass": None, "fail": None} and "nothing to cross-tabulate" in ct["message"]
     )
 
-    ph = report_json(cli, "phi", "--run", "unscored", "--n-boot", "100")
+    ph = report_json(cli, "phi", "--run", "unscored", "--n-boot", "200")
     col = ph["columns"][0]
     assert col["n"] == 0 and col["matrix"] == [[None, None], [None, None]] and col["ci_low"][0][1] is None
     assert any("no scored verdicts" in n for n in col["notes"])
@@ -520,12 +520,19 @@ def test_degenerate_inputs_give_nulls_and_messages_not_exceptions(cli, ws):
 
     for args in (
         ("crosstab", "--run", "unscored", "--row", "answers_question", "--col", "cites_source"),
-        ("phi", "--run", "unscored", "--n-boot", "10"),
+        ("phi", "--run", "unscored", "--n-boot", "200"),
         ("compare", "left", "right"),
         ("agreement", "--run", "unscored", "--annotator", "ana"),
         ("runs",),
     ):
         assert cli("report", *args).exit_code == 0
+    # an interval cannot rest on a handful of draws: one line, exit 2, no table
+    for args in (("report", "phi", "--run", "unscored"), ("export-report", "--out", tmp_path / "r.md", "--run", "unscored"),
+                 ("check", "--run", "unscored", "--min-kappa", "0.5", "--annotator", "ana")):
+        r = cli(*args, "--n-boot", "10")
+        assert r.exit_code == 2 and r.stdout == "", (args, r.output)
+        assert "--n-boot 10: a 95 % interval needs at least 200 draws (with 10, each bound is the most extreme draw" in r.stderr
+    assert not (tmp_path / "r.md").exists()
 
     runs = json.loads(cli("report", "runs", "--format", "json").stdout)
     assert [r["name"] for r in runs] == ["unscored", "left", "right"]
@@ -587,12 +594,12 @@ def test_export_report_html_and_markdown(cli, ws, tmp_path, session):
     assert "induced by run:single" in text and "Benjamini" in text and "pooled over" in text
 
     md = tmp_path / "report.md"
-    assert cli("export-report", "--out", md, "--run", "single", "--no-human", "--n-boot", "50").exit_code == 0
+    assert cli("export-report", "--out", md, "--run", "single", "--no-human", "--n-boot", "200").exit_code == 0
     mtext = md.read_text()
     assert "## Phi — run:single" in mtext and "<script>" not in mtext and "&lt;script&gt;" in mtext
     assert "run:split" not in mtext
 
-    rep = reports.build_report(session, ["single", "split"], n_boot=50)
+    rep = reports.build_report(session, ["single", "split"], n_boot=200)
     assert [c.source for c in rep.phi.columns] == ["run:single", "run:split", "human"]
     # the most-shifted pair between the runs is answers_question × cites_source (0.6 vs 0)
     assert (rep.crosstabs[0].row, rep.crosstabs[0].col) == ("answers_question", "cites_source")

@@ -237,13 +237,13 @@ def test_ab_report_numbers_by_hand(fixture_db):
 
 def test_ab_report_without_reference_and_its_warnings(fixture_db):
     with Session(fixture_db) as s:
-        rep = scale.ab_report(s, "fx-a", "fx-b", None, n_boot=50)
+        rep = scale.ab_report(s, "fx-a", "fx-b", None, n_boot=200)
         assert math.isnan(rep.overall.mad_a.value) and rep.ko.reference_agreement is None
         assert rep.ko.disqualified[2] is None
         with pytest.raises(ValueError, match="two different runs"):
             scale.ab_report(s, "fx-a", "fx-a")
         human = scale.reference_source(s, scale.load_verdicts(s, "fx-a"), human=True)
-        rep = scale.ab_report(s, "fx-a", "fx-b", human, n_boot=50)
+        rep = scale.ab_report(s, "fx-a", "fx-b", human, n_boot=200)
         assert rep.reference == "human" and rep.dimensions["quality"].mad_a.value == 1.0
 
 
@@ -258,14 +258,16 @@ def test_cli_report_ko_and_ab(fixture_db, cli):
     assert [c["example_id"] for c in d["contradictions"]] == ["e2"]
     r = cli("report", "ko", "--run", "fx-b")
     assert r.exit_code == 0 and "contradictory" in r.stdout and "e4" in r.stdout
-    r = cli("report", "ab", "fx-a", "fx-b", "--annotator", "ref", "--format", "json", "--n-boot", "100")
+    r = cli("report", "ab", "fx-a", "fx-b", "--annotator", "ref", "--format", "json", "--n-boot", "200")
     assert r.exit_code == 0, r.output
     d = json.loads(r.stdout)
     assert d["dimensions"]["safety"]["shift"]["value"] == -0.25
     assert d["overall"]["mad"]["a"]["value"] == 0.75
     assert d["ko"]["concordance"]["k"] == 3
-    r = cli("report", "ab", "fx-a", "fx-b", "--format", "json", "--n-boot", "10")
+    r = cli("report", "ab", "fx-a", "fx-b", "--format", "json", "--n-boot", "200")
     assert r.exit_code == 0 and json.loads(r.stdout)["overall"]["mad"]["a"]["value"] is None  # NaN → null
+    r = cli("report", "ab", "fx-a", "fx-b", "--format", "json", "--n-boot", "0")
+    assert r.exit_code == 2 and "--n-boot 0: a 95 % interval needs at least 200 draws" in r.stderr and not r.stdout
     r = cli("report", "ab", "fx-a", "fx-b", "--annotator", "ref")
     assert r.exit_code == 0 and "shift b − a" in r.stdout and "K.O. safety ≤ 2" in r.stdout
 
